@@ -1,0 +1,74 @@
+// cudamem: copy and fill_bytes for 1D views, synchronous and stream-ordered; typed fill in .cu files.
+#pragma once
+
+#include <cudamem/buffer.hpp>
+#include <cudamem/span.hpp>
+
+#include <cstddef>
+#include <type_traits>
+
+namespace cudamem {
+
+/// Copies `src` into `dst` (spans or buffers of the same element type and size) and waits for it.
+/// Synchronizes: complete on return, and ordered after earlier work on the legacy default stream
+/// of the memory's device, also in builds with per-thread default streams. Device memory on two
+/// devices goes through the peer path (correct with or without peer access). Compile-time: the
+/// element types match. Errors: extents_mismatch, invalid_argument (null with a count), overlap,
+/// size_overflow, capture_active (a blocking stream is capturing), CUDA errors. Nothing is written
+/// when an error is returned before the CUDA call.
+template <viewable Dst, viewable Src>
+[[nodiscard]] status copy(const Dst& dst, const Src& src) noexcept {
+  return detail::copy_spans(dst.view(), src.view(), "copy");
+}
+
+/// Stream-ordered copy on `s`. Does not synchronize: the copy runs after earlier work on `s`.
+/// Compile-time: neither side is pageable host memory (use pinned_buffer or host_register).
+/// Errors: as the synchronous form but capture_active, and invalid_argument for a moved-from stream.
+template <viewable Dst, viewable Src>
+[[nodiscard]] status copy(const Dst& dst, const Src& src, stream_ref s) noexcept {
+  return detail::copy_spans(dst.view(), src.view(), s, "copy");
+}
+
+/// Sets every byte of `dst` to `value` (memset) and waits for it. Synchronizes, as copy(dst, src).
+/// Errors: invalid_argument (null with a count), size_overflow, capture_active, CUDA errors.
+template <viewable Dst>
+[[nodiscard]] status fill_bytes(const Dst& dst, unsigned char value) noexcept {
+  return dst.view().memset(value);
+}
+
+/// Stream-ordered fill_bytes on `s`. Does not synchronize. Compile-time: `dst` is not pageable.
+template <viewable Dst>
+[[nodiscard]] status fill_bytes(const Dst& dst, unsigned char value, stream_ref s) noexcept {
+  return dst.view().memset(value, s);
+}
+
+#if defined(__CUDACC__)
+namespace detail {
+template <class T>
+__global__ void fill_kernel(T* first, std::size_t count, T value) {
+  const std::size_t stride = std::size_t{gridDim.x} * blockDim.x;
+  for (std::size_t i = std::size_t{blockIdx.x} * blockDim.x + threadIdx.x; i < count; i += stride) first[i] = value;
+}
+}  // namespace detail
+
+/// Sets every element of `dst` to `value` with a kernel on `s` (nvcc builds only). Does not
+/// synchronize. For byte patterns fill_bytes (memset) is faster. Errors: invalid_argument (null with
+/// a count, moved-from stream), CUDA launch errors.
+template <viewable Dst>
+[[nodiscard]] status fill(const Dst& dst, const typename Dst::value_type& value, stream_ref s) noexcept {
+  using T = typename Dst::value_type;
+  using Kind = typename Dst::kind;
+  static_assert(Kind::device_accessible, "cudamem::fill: a kernel cannot write pageable host memory; use fill_bytes, or a pinned_buffer");
+  const auto view = dst.view();
+  if (auto ok = detail::check_stream(s, "fill"); !ok) return ok;
+  if (auto bytes = detail::check_fill(detail::operand_of(view), sizeof(T), "fill"); !bytes || *bytes == 0)
+    return bytes ? status() : status(bytes.error());
+  constexpr unsigned threads = 256;
+  const std::size_t wanted = (view.size() + threads - 1) / threads;
+  const unsigned blocks = static_cast<unsigned>(wanted < 65536 ? wanted : 65536);
+  detail::fill_kernel<T><<<blocks, threads, 0, s.get()>>>(view.data().get(), view.size(), value);
+  return detail::check(cudaGetLastError(), "fill", "fill_kernel<<<>>>");
+}
+#endif
+
+}  // namespace cudamem

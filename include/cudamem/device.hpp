@@ -1,0 +1,140 @@
+// cudamem: devices: ids, the current device, an RAII guard, and the few cached properties we need.
+#pragma once
+
+#include <cudamem/error.hpp>
+
+#include <cstddef>
+
+namespace cudamem {
+
+/// A CUDA device ordinal, or host() (cudaCpuDeviceId) for memory that lives on the host.
+class device_id {
+ public:
+  constexpr device_id() noexcept = default;
+  CUDAMEM_HD constexpr explicit device_id(int ordinal) noexcept : ordinal_(ordinal) {}
+  /// The id of host memory.
+  CUDAMEM_HD static constexpr device_id host() noexcept { return device_id(cudaCpuDeviceId); }
+  /// The ordinal, as CUDA takes it.
+  CUDAMEM_HD constexpr int get() const noexcept { return ordinal_; }
+  CUDAMEM_HD constexpr bool is_host() const noexcept { return ordinal_ == cudaCpuDeviceId; }
+  friend constexpr bool operator==(device_id, device_id) noexcept = default;
+
+ private:
+  int ordinal_ = 0;
+};
+
+/// The number of CUDA devices. Errors: whatever cudaGetDeviceCount reports (no device, no driver).
+[[nodiscard]] inline result<int> device_count() noexcept {
+  int count = 0;
+  if (auto s = detail::check(cudaGetDeviceCount(&count), "device_count", "cudaGetDeviceCount"); !s)
+    return s.error();
+  return count;
+}
+
+namespace detail {
+/// Succeeds when `id` names an existing device; `api` names the caller in the error.
+inline status check_device(device_id id, const char* api) noexcept {
+  auto count = device_count();
+  if (!count) return error(count.error().cuda_status(), api, "cudaGetDeviceCount");
+  if (id.get() < 0 || id.get() >= *count)
+    return error(errc::out_of_range, api, "device %d out of range (%d devices)", id.get(), *count);
+  return {};
+}
+}  // namespace detail
+
+/// The calling thread's current device. Errors: no device, no driver.
+[[nodiscard]] inline result<device_id> current_device() noexcept {
+  int ordinal = 0;
+  if (auto s = detail::check(cudaGetDevice(&ordinal), "current_device", "cudaGetDevice"); !s) return s.error();
+  return device_id(ordinal);
+}
+
+/// Makes `id` current for the calling thread. Errors: out_of_range for a bad id.
+[[nodiscard]] inline status set_current_device(device_id id) noexcept {
+  if (auto s = detail::check_device(id, "set_current_device"); !s) return s;
+  return detail::check(cudaSetDevice(id.get()), "set_current_device", "cudaSetDevice");
+}
+
+/// RAII: makes a device current and restores the previous one on every path out of the scope.
+/// Move-only; a moved-from guard restores nothing.
+class device_guard {
+ public:
+  /// Makes `id` current. Errors: out_of_range for a bad id; CUDA errors (no device). On error the
+  /// current device is unchanged.
+  [[nodiscard]] static result<device_guard> set(device_id id) noexcept {
+    int previous = 0;
+    if (auto s = detail::check(cudaGetDevice(&previous), "device_guard::set", "cudaGetDevice"); !s) return s.error();
+    if (previous != id.get()) {
+      if (auto s = detail::check_device(id, "device_guard::set"); !s) return s.error();
+      if (auto s = detail::check(cudaSetDevice(id.get()), "device_guard::set", "cudaSetDevice"); !s) return s.error();
+    }
+    return device_guard(previous, previous != id.get());
+  }
+
+  device_guard(device_guard&& other) noexcept : previous_(other.previous_), active_(other.active_) {
+    other.active_ = false;
+  }
+  device_guard& operator=(device_guard&& other) noexcept {
+    if (this != &other) {
+      restore();
+      previous_ = other.previous_;
+      active_ = other.active_;
+      other.active_ = false;
+    }
+    return *this;
+  }
+  device_guard(const device_guard&) = delete;
+  device_guard& operator=(const device_guard&) = delete;
+  ~device_guard() { restore(); }
+
+  /// The device that will be made current again.
+  [[nodiscard]] device_id previous() const noexcept { return device_id(previous_); }
+
+ private:
+  device_guard(int previous, bool active) noexcept : previous_(previous), active_(active) {}
+  void restore() noexcept {
+    if (active_) detail::check_release(cudaSetDevice(previous_), "cudaSetDevice");
+    active_ = false;
+  }
+  int previous_;
+  bool active_;
+};
+
+namespace detail {
+/// An attribute of a device, read once per (device, attribute) and cached; thread-safe (a race
+/// reads the same value twice). Errors: out_of_range for a bad id, CUDA errors.
+template <cudaDeviceAttr Attribute>
+inline result<int> cached_attribute(device_id id, const char* api) noexcept {
+  constexpr int max_cached = 64;
+  static int cache[max_cached] = {};  // 0: not read yet; the attributes we cache are positive
+  const int ordinal = id.get();
+  if (ordinal >= 0 && ordinal < max_cached) {
+    if (int value = __atomic_load_n(&cache[ordinal], __ATOMIC_RELAXED); value != 0) return value;
+  }
+  if (auto s = check_device(id, api); !s) return s.error();
+  int value = 0;
+  if (auto s = check(cudaDeviceGetAttribute(&value, Attribute, ordinal), api, "cudaDeviceGetAttribute"); !s)
+    return s.error();
+  if (ordinal < max_cached) __atomic_store_n(&cache[ordinal], value, __ATOMIC_RELAXED);
+  return value;
+}
+}  // namespace detail
+
+/// The largest pitch in bytes a 2D copy may use on `id` (cudaDevAttrMaxPitch), cached after the
+/// first call. The driver does not enforce it, so the library does.
+[[nodiscard]] inline result<std::size_t> max_pitch(device_id id) noexcept {
+  auto value = detail::cached_attribute<cudaDevAttrMaxPitch>(id, "max_pitch");
+  if (!value) return value.error();
+  return static_cast<std::size_t>(static_cast<unsigned>(*value));
+}
+
+/// The compute capability of `id` as major * 10 + minor (90 on Hopper), cached after the first call.
+[[nodiscard]] inline result<int> compute_capability(device_id id) noexcept {
+  auto major = detail::cached_attribute<cudaDevAttrComputeCapabilityMajor>(id, "compute_capability");
+  if (!major) return major;
+  auto minor = detail::cached_attribute<cudaDevAttrComputeCapabilityMinor>(id, "compute_capability");
+  if (!minor) return minor;
+  return *major * 10 + *minor;
+}
+
+}  // namespace cudamem

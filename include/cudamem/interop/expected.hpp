@@ -1,0 +1,28 @@
+// cudamem: conversion of result<T> to cuda::std::expected<T, error>, for code built around CCCL.
+// Optional: it costs the compile time of <cuda/std/expected>, which the core headers avoid.
+#pragma once
+
+#include <cudamem/error.hpp>
+
+#include <cuda/std/expected>
+#include <utility>
+
+namespace cudamem {
+
+/// The same outcome as a cuda::std::expected<T, error>.
+template <class T>
+[[nodiscard]] cuda::std::expected<T, error> to_expected(result<T>&& outcome) {
+  if (!outcome) return cuda::std::unexpected<error>(outcome.error());
+  if constexpr (std::is_void_v<T>) return {};
+  else return cuda::std::expected<T, error>(std::move(*outcome));
+}
+
+/// Back from cuda::std::expected<T, error>.
+template <class T>
+[[nodiscard]] result<T> from_expected(cuda::std::expected<T, error>&& outcome) {
+  if (!outcome) return outcome.error();
+  if constexpr (std::is_void_v<T>) return {};
+  else return result<T>(std::move(*outcome));
+}
+
+}  // namespace cudamem

@@ -1,0 +1,65 @@
+// cudamem: memory kinds as types, their traits, and the copy rules between them, in one table.
+#pragma once
+
+#include <cudamem/detail/config.hpp>
+
+#include <type_traits>
+
+namespace cudamem {
+
+/// Pageable host memory (new, malloc, std::vector). Only synchronous copies may touch it.
+struct host {
+  static constexpr bool host_accessible = true;
+  static constexpr bool device_accessible = false;
+  static constexpr bool page_locked = false;
+  static constexpr const char* name = "host";
+};
+/// Page-locked host memory (cudaMallocHost, or pageable memory registered with host_register).
+/// Mapped into the device's address space, so kernels may read it too (zero-copy).
+struct pinned {
+  static constexpr bool host_accessible = true;
+  static constexpr bool device_accessible = true;
+  static constexpr bool page_locked = true;
+  static constexpr const char* name = "pinned";
+};
+/// Device memory (cudaMalloc, cudaMallocAsync). Not readable from the host.
+struct device {
+  static constexpr bool host_accessible = false;
+  static constexpr bool device_accessible = true;
+  static constexpr bool page_locked = true;
+  static constexpr const char* name = "device";
+};
+/// Managed (unified) memory, migrated on demand; readable from both sides.
+struct managed {
+  static constexpr bool host_accessible = true;
+  static constexpr bool device_accessible = true;
+  static constexpr bool page_locked = true;
+  static constexpr const char* name = "managed";
+};
+
+/// One of the four kinds above.
+template <class K>
+concept memory_kind = std::is_same_v<K, host> || std::is_same_v<K, pinned> || std::is_same_v<K, device> ||
+                      std::is_same_v<K, managed>;
+
+/// Memory of kind K may be the host side of a stream-ordered copy or fill: it is never pageable.
+template <memory_kind K>
+inline constexpr bool stream_orderable = K::page_locked;
+
+/// Whether a view of kind From may be used where kind To is asked: the same kind, or a kind the
+/// memory also is (pinned memory is host memory for synchronous use). Never narrows.
+template <memory_kind From, memory_kind To>
+inline constexpr bool kind_convertible = std::is_same_v<From, To> || (std::is_same_v<From, pinned> && std::is_same_v<To, host>);
+
+/// The cudaMemcpyKind of a copy into kind Dst from kind Src, decided at compile time. Managed memory
+/// lets the driver decide (cudaMemcpyDefault), since it may reside on either side.
+template <memory_kind Dst, memory_kind Src>
+inline constexpr cudaMemcpyKind copy_direction = [] {
+  if constexpr (std::is_same_v<Dst, managed> || std::is_same_v<Src, managed>) return cudaMemcpyDefault;
+  else if constexpr (Dst::host_accessible && Src::host_accessible) return cudaMemcpyHostToHost;
+  else if constexpr (Dst::host_accessible) return cudaMemcpyDeviceToHost;
+  else if constexpr (Src::host_accessible) return cudaMemcpyHostToDevice;
+  else return cudaMemcpyDeviceToDevice;
+}();
+
+}  // namespace cudamem

@@ -1,0 +1,115 @@
+// cudamem: ptr<T, Kind>, a typed address that knows its memory kind and device.
+#pragma once
+
+#include <cudamem/device.hpp>
+#include <cudamem/kind.hpp>
+
+#include <compare>
+#include <cstddef>
+#include <type_traits>
+
+namespace cudamem {
+
+namespace detail {
+template <class>
+inline constexpr bool always_false = false;
+
+// Which side may touch memory of kind K. Device-only members are __device__, host-only ones
+// __host__, and the calls from the wrong side fail to compile; in plain host-compiler builds the
+// device-only members do not exist, and a host-side use of device memory hits a static_assert.
+template <class K>
+concept host_only = K::host_accessible && !K::device_accessible;
+template <class K>
+concept device_only = K::device_accessible && !K::host_accessible;
+template <class K>
+concept both_sides = K::device_accessible && K::host_accessible;
+
+}  // namespace detail
+
+// The accessors a typed address or view has, by kind. Expands inside a class with a `T* raw_()`
+// member; one place so ptr and span say the same thing.
+#if defined(__CUDACC__)
+#define CUDAMEM_DETAIL_ACCESSORS(Ret, Params, Body)                                           \
+  template <class K_ = Kind>                                                                  \
+    requires detail::device_only<K_>                                                          \
+  __device__ Ret Params const noexcept Body template <class K_ = Kind>                        \
+    requires detail::host_only<K_>                                                            \
+  __host__ Ret Params const noexcept Body template <class K_ = Kind>                          \
+    requires detail::both_sides<K_>                                                           \
+  __host__ __device__ Ret Params const noexcept Body
+#else
+#define CUDAMEM_DETAIL_ACCESSORS(Ret, Params, Body)                                          \
+  template <class K_ = Kind>                                                                 \
+    requires K_::host_accessible                                                             \
+  Ret Params const noexcept Body template <class K_ = Kind>                                  \
+    requires(!K_::host_accessible)                                                           \
+  Ret Params const noexcept {                                                                \
+    static_assert(detail::always_false<K_>, "cudamem: device memory cannot be read or written on the host; copy it into a host or pinned buffer first (cudamem::copy), or use managed memory"); \
+    __builtin_unreachable();                                                                 \
+  }
+#endif
+
+/// A typed address of memory of kind Kind, on device `device()` (host memory: device_id::host()).
+/// Trivially copyable and passed to kernels by value. Arithmetic counts elements. Dereferencing
+/// compiles only on a side that may touch the memory.
+template <class T, memory_kind Kind>
+class ptr {
+ public:
+  using element_type = T;
+  using kind = Kind;
+
+  /// A null pointer.
+  CUDAMEM_HD constexpr ptr() noexcept : raw_(nullptr), device_(default_device()) {}
+  /// Wraps `raw`, which the caller asserts is memory of kind Kind on device `id`.
+  CUDAMEM_HD constexpr ptr(T* raw, device_id id) noexcept : raw_(raw), device_(id) {}
+  /// Host memory lives on the host: no device to name.
+  CUDAMEM_HD constexpr explicit ptr(T* raw) noexcept requires(std::is_same_v<Kind, host> || std::is_same_v<Kind, pinned>)
+      : raw_(raw), device_(device_id::host()) {}
+  /// Adds const, or widens pinned to host.
+  template <class U, class K2>
+    requires(std::is_convertible_v<U (*)[], T (*)[]> && kind_convertible<K2, Kind> &&
+             !(std::is_same_v<U, T> && std::is_same_v<K2, Kind>))
+  CUDAMEM_HD constexpr ptr(ptr<U, K2> other) noexcept : raw_(other.get()), device_(other.device()) {}
+
+  /// The raw address.
+  CUDAMEM_HD constexpr T* get() const noexcept { return raw_; }
+  /// The device the memory lives on (device_id::host() for host and pinned memory).
+  CUDAMEM_HD constexpr device_id device() const noexcept { return device_; }
+  CUDAMEM_HD constexpr explicit operator bool() const noexcept { return raw_ != nullptr; }
+
+  CUDAMEM_DETAIL_ACCESSORS(T&, operator*(), { return *raw_; })
+  CUDAMEM_DETAIL_ACCESSORS(T*, operator->(), { return raw_; })
+  CUDAMEM_DETAIL_ACCESSORS(T&, operator[](std::ptrdiff_t i), { return raw_[i]; })
+
+  CUDAMEM_HD constexpr ptr& operator+=(std::ptrdiff_t n) noexcept { raw_ += n; return *this; }
+  CUDAMEM_HD constexpr ptr& operator-=(std::ptrdiff_t n) noexcept { raw_ -= n; return *this; }
+  CUDAMEM_HD constexpr ptr& operator++() noexcept { ++raw_; return *this; }
+  CUDAMEM_HD constexpr ptr& operator--() noexcept { --raw_; return *this; }
+  CUDAMEM_HD constexpr ptr operator++(int) noexcept { ptr old = *this; ++raw_; return old; }
+  CUDAMEM_HD constexpr ptr operator--(int) noexcept { ptr old = *this; --raw_; return old; }
+  CUDAMEM_HD friend constexpr ptr operator+(ptr p, std::ptrdiff_t n) noexcept { return p += n; }
+  CUDAMEM_HD friend constexpr ptr operator+(std::ptrdiff_t n, ptr p) noexcept { return p += n; }
+  CUDAMEM_HD friend constexpr ptr operator-(ptr p, std::ptrdiff_t n) noexcept { return p -= n; }
+  /// Elements between two addresses of one allocation.
+  CUDAMEM_HD friend constexpr std::ptrdiff_t operator-(ptr a, ptr b) noexcept { return a.raw_ - b.raw_; }
+  CUDAMEM_HD friend constexpr bool operator==(ptr a, ptr b) noexcept { return a.raw_ == b.raw_ && a.device_ == b.device_; }
+  CUDAMEM_HD friend constexpr std::strong_ordering operator<=>(ptr a, ptr b) noexcept { return a.raw_ <=> b.raw_; }
+
+ private:
+  CUDAMEM_HD static constexpr device_id default_device() noexcept {
+    return (std::is_same_v<Kind, host> || std::is_same_v<Kind, pinned>) ? device_id::host() : device_id(0);
+  }
+  T* raw_;
+  device_id device_;
+};
+
+template <class T>
+using device_ptr = ptr<T, device>;
+template <class T>
+using pinned_ptr = ptr<T, pinned>;
+template <class T>
+using host_ptr = ptr<T, host>;
+template <class T>
+using managed_ptr = ptr<T, managed>;
+
+}  // namespace cudamem

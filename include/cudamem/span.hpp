@@ -1,0 +1,246 @@
+// cudamem: span<T, Kind>, a typed pointer and a count: the 1D view passed to copies and kernels.
+#pragma once
+
+#include <cudamem/detail/transfer.hpp>
+#include <cudamem/ptr.hpp>
+
+#include <cstddef>
+#include <type_traits>
+
+namespace cudamem {
+
+template <class T, memory_kind Kind>
+class span;
+
+/// Anything that offers a typed 1D view through `view()`: span, buffer, and the 1D views of later
+/// layers. Copies and fills take these, so a buffer needs no conversion at the call site.
+template <class V>
+concept viewable = requires(const V& v) {
+  typename V::kind;
+  { v.view() };
+};
+
+/// A view of `size()` elements of kind Kind. Trivially copyable; pass it to kernels by value.
+/// Host-side slicing is bounds-checked and returns a result; operator[] is unchecked, and compiles
+/// only on a side that may touch the memory. The members copy_from, copy_to, copy_to_host,
+/// copy_from_host, copy_from_device and memset are CuPy's MemoryPointer operations, typed
+/// (docs/cupy-mapping.md): without a stream they complete before returning; with one they are
+/// stream-ordered, and then the host side must be page-locked (checked at compile time).
+template <class T, memory_kind Kind>
+class span {
+ public:
+  using element_type = T;
+  using value_type = std::remove_cv_t<T>;
+  using kind = Kind;
+  using pointer = ptr<T, Kind>;
+
+  /// An empty view.
+  CUDAMEM_HD constexpr span() noexcept : data_(), size_(0) {}
+  /// `count` elements from `first`. Not checked here: a null `first` with a count is refused by
+  /// every operation that would touch it.
+  CUDAMEM_HD constexpr span(pointer first, std::size_t count) noexcept : data_(first), size_(count) {}
+  /// Adds const, or widens pinned to host.
+  template <class U, class K2>
+    requires(std::is_convertible_v<U (*)[], T (*)[]> && kind_convertible<K2, Kind> &&
+             !(std::is_same_v<U, T> && std::is_same_v<K2, Kind>))
+  CUDAMEM_HD constexpr span(span<U, K2> other) noexcept : data_(other.data()), size_(other.size()) {}
+  /// Views a host container with data() and size() (std::vector, std::array, std::string, ...).
+  template <class Range>
+    requires(std::is_same_v<Kind, host> && !std::is_same_v<std::remove_cvref_t<Range>, span> &&
+             requires(Range& r) {
+               { r.data() } -> std::convertible_to<T*>;
+               { r.size() } -> std::convertible_to<std::size_t>;
+             } && std::is_lvalue_reference_v<Range>)
+  constexpr span(Range&& range) noexcept : data_(pointer(range.data())), size_(range.size()) {}
+  /// Views a host array.
+  template <std::size_t N>
+    requires std::is_same_v<Kind, host>
+  constexpr span(T (&array)[N]) noexcept : data_(pointer(array)), size_(N) {}
+
+  CUDAMEM_HD constexpr pointer data() const noexcept { return data_; }
+  CUDAMEM_HD constexpr std::size_t size() const noexcept { return size_; }
+  /// size() * sizeof(T); a span whose byte size overflows is refused by every operation.
+  CUDAMEM_HD constexpr std::size_t size_bytes() const noexcept { return size_ * sizeof(T); }
+  CUDAMEM_HD constexpr bool empty() const noexcept { return size_ == 0; }
+  CUDAMEM_HD constexpr device_id device() const noexcept { return data_.device(); }
+  /// This view (so that spans and buffers are interchangeable in copies).
+  CUDAMEM_HD constexpr span view() const noexcept { return *this; }
+
+  CUDAMEM_DETAIL_ACCESSORS(T&, operator[](std::size_t i), { return data_.get()[i]; })
+  CUDAMEM_DETAIL_ACCESSORS(T*, begin(), { return data_.get(); })
+  CUDAMEM_DETAIL_ACCESSORS(T*, end(), { return data_.get() + size_; })
+
+  /// Elements [offset, offset + count). Errors: out_of_range when that leaves the view.
+  [[nodiscard]] result<span> subspan(std::size_t offset, std::size_t count) const noexcept {
+    if (offset > size_ || count > size_ - offset)
+      return error(errc::out_of_range, "span::subspan", "[%zu, %zu + %zu) is outside a span of %zu", offset, offset,
+                   count, size_);
+    return span(data_ + static_cast<std::ptrdiff_t>(offset), count);
+  }
+  /// Elements [offset, size()). Errors: out_of_range when offset > size().
+  [[nodiscard]] result<span> subspan(std::size_t offset) const noexcept {
+    if (offset > size_)
+      return error(errc::out_of_range, "span::subspan", "offset %zu is outside a span of %zu", offset, size_);
+    return span(data_ + static_cast<std::ptrdiff_t>(offset), size_ - offset);
+  }
+  /// The first `count` elements. Errors: out_of_range when count > size().
+  [[nodiscard]] result<span> first(std::size_t count) const noexcept {
+    if (count > size_) return error(errc::out_of_range, "span::first", "%zu elements from a span of %zu", count, size_);
+    return span(data_, count);
+  }
+  /// The last `count` elements. Errors: out_of_range when count > size().
+  [[nodiscard]] result<span> last(std::size_t count) const noexcept {
+    if (count > size_) return error(errc::out_of_range, "span::last", "%zu elements from a span of %zu", count, size_);
+    return span(data_ + static_cast<std::ptrdiff_t>(size_ - count), count);
+  }
+
+  /// Copies `src` into this view (CuPy: copy_from, copy_from_device, copy_from_host). Synchronizes.
+  /// Errors: as cudamem::copy.
+  template <viewable Src>
+  [[nodiscard]] status copy_from(const Src& src) const noexcept;
+  /// Stream-ordered copy_from (CuPy: copy_from_async and its _device/_host forms). Does not synchronize.
+  template <viewable Src>
+  [[nodiscard]] status copy_from(const Src& src, stream_ref s) const noexcept;
+  /// Copies this view into `dst`. Synchronizes.
+  template <viewable Dst>
+  [[nodiscard]] status copy_to(const Dst& dst) const noexcept;
+  /// Stream-ordered copy_to. Does not synchronize.
+  template <viewable Dst>
+  [[nodiscard]] status copy_to(const Dst& dst, stream_ref s) const noexcept;
+
+  /// copy_to restricted to a host-side destination (CuPy: copy_to_host). Synchronizes.
+  template <viewable Dst>
+    requires Dst::kind::host_accessible
+  [[nodiscard]] status copy_to_host(const Dst& dst) const noexcept { return copy_to(dst); }
+  /// Stream-ordered copy_to_host (CuPy: copy_to_host_async); `dst` must be pinned or managed.
+  template <viewable Dst>
+    requires Dst::kind::host_accessible
+  [[nodiscard]] status copy_to_host(const Dst& dst, stream_ref s) const noexcept { return copy_to(dst, s); }
+  /// copy_from restricted to a host-side source (CuPy: copy_from_host). Synchronizes.
+  template <viewable Src>
+    requires Src::kind::host_accessible
+  [[nodiscard]] status copy_from_host(const Src& src) const noexcept { return copy_from(src); }
+  template <viewable Src>
+    requires Src::kind::host_accessible
+  [[nodiscard]] status copy_from_host(const Src& src, stream_ref s) const noexcept { return copy_from(src, s); }
+  /// copy_from restricted to a device-side source (CuPy: copy_from_device). Synchronizes.
+  template <viewable Src>
+    requires(std::is_same_v<typename Src::kind, cudamem::device> || std::is_same_v<typename Src::kind, managed>)
+  [[nodiscard]] status copy_from_device(const Src& src) const noexcept { return copy_from(src); }
+  template <viewable Src>
+    requires(std::is_same_v<typename Src::kind, cudamem::device> || std::is_same_v<typename Src::kind, managed>)
+  [[nodiscard]] status copy_from_device(const Src& src, stream_ref s) const noexcept { return copy_from(src, s); }
+
+  /// Sets every byte to `value` (CuPy: memset). Synchronizes.
+  [[nodiscard]] status memset(unsigned char value) const noexcept;
+  /// Stream-ordered memset (CuPy: memset_async). Does not synchronize.
+  [[nodiscard]] status memset(unsigned char value, stream_ref s) const noexcept;
+
+ private:
+  pointer data_;
+  std::size_t size_;
+};
+
+template <class T>
+using device_span = span<T, device>;
+template <class T>
+using pinned_span = span<T, pinned>;
+template <class T>
+using host_span = span<T, host>;
+template <class T>
+using managed_span = span<T, managed>;
+
+/// Deduces span<T, host> from a host container or array.
+template <class Range>
+span(Range&) -> span<std::remove_reference_t<decltype(*std::declval<Range&>().data())>, host>;
+template <class T, std::size_t N>
+span(T (&)[N]) -> span<T, host>;
+
+/// Views raw memory the caller asserts is of kind Kind on `id`.
+template <memory_kind Kind, class T>
+[[nodiscard]] constexpr span<T, Kind> make_span(T* first, std::size_t count, device_id id) noexcept {
+  return span<T, Kind>(ptr<T, Kind>(first, id), count);
+}
+/// Views pageable host memory.
+template <class T>
+[[nodiscard]] constexpr host_span<T> make_host_span(T* first, std::size_t count) noexcept {
+  return host_span<T>(host_ptr<T>(first), count);
+}
+
+namespace detail {
+template <class T, class K>
+constexpr operand operand_of(span<T, K> view) noexcept {
+  return {view.data().get(), view.size(), view.device(), std::is_same_v<K, device>, std::is_same_v<K, host>};
+}
+
+template <class T, class U>
+constexpr void check_copy_types() {
+  static_assert(std::is_same_v<std::remove_cv_t<T>, std::remove_cv_t<U>>,
+                "cudamem::copy: the element types of dst and src differ; copy between spans of the same type "
+                "(view both as std::byte to copy raw bytes)");
+  static_assert(!std::is_const_v<T>, "cudamem::copy: dst is a view of const elements");
+  static_assert(std::is_trivially_copyable_v<T>, "cudamem::copy: T must be trivially copyable");
+}
+
+template <class DstKind, class SrcKind>
+constexpr void check_stream_ordered_copy() {
+  static_assert(stream_orderable<DstKind> && stream_orderable<SrcKind>,
+                "cudamem: a stream-ordered copy needs page-locked host memory, and one side is pageable "
+                "(kind host): allocate it as a pinned_buffer, or page-lock it with cudamem::host_register, "
+                "or call the synchronous form without a stream");
+}
+
+template <class Kind>
+constexpr void check_stream_ordered_fill() {
+  static_assert(stream_orderable<Kind>,
+                "cudamem: a stream-ordered fill needs page-locked host memory, and this view is pageable "
+                "(kind host): allocate it as a pinned_buffer, or page-lock it with cudamem::host_register, "
+                "or call the synchronous form without a stream");
+}
+
+template <class T, class DstKind, class U, class SrcKind>
+status copy_spans(span<T, DstKind> dst, span<U, SrcKind> src, const char* api) noexcept {
+  check_copy_types<T, U>();
+  return copy_sync(operand_of(dst), operand_of(src), sizeof(T), copy_direction<DstKind, SrcKind>, api);
+}
+template <class T, class DstKind, class U, class SrcKind>
+status copy_spans(span<T, DstKind> dst, span<U, SrcKind> src, stream_ref s, const char* api) noexcept {
+  check_copy_types<T, U>();
+  check_stream_ordered_copy<DstKind, SrcKind>();
+  return copy_async(operand_of(dst), operand_of(src), sizeof(T), copy_direction<DstKind, SrcKind>, s, api);
+}
+}  // namespace detail
+
+template <class T, memory_kind Kind>
+template <viewable Src>
+status span<T, Kind>::copy_from(const Src& src) const noexcept {
+  return detail::copy_spans(*this, src.view(), "copy_from");
+}
+template <class T, memory_kind Kind>
+template <viewable Src>
+status span<T, Kind>::copy_from(const Src& src, stream_ref s) const noexcept {
+  return detail::copy_spans(*this, src.view(), s, "copy_from");
+}
+template <class T, memory_kind Kind>
+template <viewable Dst>
+status span<T, Kind>::copy_to(const Dst& dst) const noexcept {
+  return detail::copy_spans(dst.view(), *this, "copy_to");
+}
+template <class T, memory_kind Kind>
+template <viewable Dst>
+status span<T, Kind>::copy_to(const Dst& dst, stream_ref s) const noexcept {
+  return detail::copy_spans(dst.view(), *this, s, "copy_to");
+}
+template <class T, memory_kind Kind>
+status span<T, Kind>::memset(unsigned char value) const noexcept {
+  static_assert(!std::is_const_v<T>, "cudamem: memset on a view of const elements");
+  return detail::fill_sync(detail::operand_of(*this), sizeof(T), value, "memset");
+}
+template <class T, memory_kind Kind>
+status span<T, Kind>::memset(unsigned char value, stream_ref s) const noexcept {
+  static_assert(!std::is_const_v<T>, "cudamem: memset on a view of const elements");
+  detail::check_stream_ordered_fill<Kind>();
+  return detail::fill_async(detail::operand_of(*this), sizeof(T), value, s, "memset");
+}
+
+}  // namespace cudamem

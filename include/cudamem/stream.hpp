@@ -1,0 +1,248 @@
+// cudamem: streams and events. `stream` owns a cudaStream_t, `stream_ref` refers to one.
+#pragma once
+
+#include <cudamem/device.hpp>
+
+#include <cstdint>
+
+namespace cudamem {
+
+class event;
+
+namespace detail {
+/// What a moved-from stream hands out: never a handle CUDA would accept silently (null would be
+/// the legacy default stream), and checked by every library call that takes a stream.
+inline cudaStream_t invalid_stream() noexcept { return reinterpret_cast<cudaStream_t>(~std::uintptr_t{0}); }
+}  // namespace detail
+
+/// A non-owning reference to a CUDA stream. Trivially copyable. The owner converts to it, never
+/// the other way.
+class stream_ref {
+ public:
+  /// The legacy default stream (cudaStreamLegacy), also in builds with per-thread default streams.
+  constexpr stream_ref() noexcept = default;
+  /// Refers to a raw handle the caller keeps alive (null means the default stream of the build).
+  [[nodiscard]] static stream_ref from_native_handle(cudaStream_t handle) noexcept { return stream_ref(handle); }
+  /// The legacy default stream: synchronizes with every blocking stream of its device.
+  [[nodiscard]] static stream_ref legacy() noexcept { return stream_ref(cudaStreamLegacy); }
+  /// The calling thread's per-thread default stream.
+  [[nodiscard]] static stream_ref per_thread() noexcept { return stream_ref(cudaStreamPerThread); }
+
+  /// The raw handle, for kernel launches and other libraries.
+  [[nodiscard]] cudaStream_t get() const noexcept { return handle_; }
+  /// False for the reference a moved-from stream hands out.
+  [[nodiscard]] bool valid() const noexcept { return handle_ != detail::invalid_stream(); }
+
+  /// Blocks until all work queued on the stream has finished. Synchronizes. Errors: invalid_argument
+  /// for a moved-from stream; CUDA errors, including failures of earlier asynchronous work.
+  [[nodiscard]] status synchronize() const noexcept {
+    if (!valid()) return moved_from("stream::synchronize");
+    return detail::check(cudaStreamSynchronize(handle_), "stream::synchronize", "cudaStreamSynchronize");
+  }
+  /// Whether all queued work has finished. Does not block. Errors: as synchronize().
+  [[nodiscard]] result<bool> ready() const noexcept {
+    if (!valid()) return moved_from("stream::ready");
+    const cudaError_t code = cudaStreamQuery(handle_);
+    if (code == cudaErrorNotReady) {
+      (void)cudaGetLastError();
+      return false;
+    }
+    if (auto s = detail::check(code, "stream::ready", "cudaStreamQuery"); !s) return s.error();
+    return true;
+  }
+  /// Makes later work on this stream wait for the work `e` captured. Does not block the host.
+  /// Errors: invalid_argument for a moved-from stream or event.
+  [[nodiscard]] status wait(const event& e) const noexcept;
+
+  /// The device the stream belongs to. Errors: as synchronize().
+  [[nodiscard]] result<device_id> device() const noexcept {
+    if (!valid()) return moved_from("stream::device");
+    int ordinal = 0;
+    if (auto s = detail::check(cudaStreamGetDevice(handle_, &ordinal), "stream::device", "cudaStreamGetDevice"); !s)
+      return s.error();
+    return device_id(ordinal);
+  }
+
+  friend bool operator==(stream_ref a, stream_ref b) noexcept { return a.handle_ == b.handle_; }
+
+ private:
+  explicit stream_ref(cudaStream_t handle) noexcept : handle_(handle) {}
+  static error moved_from(const char* api) noexcept {
+    return error(errc::invalid_argument, api, "the stream was moved from");
+  }
+  friend class stream;
+  cudaStream_t handle_ = cudaStreamLegacy;
+};
+
+/// Options for stream::create.
+struct stream_options {
+  /// cudaStreamNonBlocking: the stream does not synchronize with the legacy default stream.
+  bool non_blocking = true;
+  /// Priority; lower numbers are higher priority. 0 is the default; clamped by CUDA to its range.
+  int priority = 0;
+};
+
+/// An owning CUDA stream: move-only, destroyed (cudaStreamDestroy) when it goes. A moved-from
+/// stream refers to nothing: every operation on it returns errc::invalid_argument.
+class stream {
+ public:
+  /// Creates a stream on `id` (the current device is left as it was). Errors: out_of_range for a
+  /// bad id; CUDA errors (no device).
+  [[nodiscard]] static result<stream> create(device_id id, stream_options options = {}) noexcept {
+    if (auto s = detail::check_device(id, "stream::create"); !s) return s.error();
+    auto guard = device_guard::set(id);
+    if (!guard) return guard.error();
+    cudaStream_t handle = nullptr;
+    const unsigned flags = options.non_blocking ? cudaStreamNonBlocking : cudaStreamDefault;
+    if (auto s = detail::check(cudaStreamCreateWithPriority(&handle, flags, options.priority), "stream::create",
+                               "cudaStreamCreateWithPriority");
+        !s)
+      return s.error();
+    return stream(handle, id);
+  }
+  /// Creates a stream on the current device.
+  [[nodiscard]] static result<stream> create(stream_options options = {}) noexcept {
+    auto id = current_device();
+    if (!id) return id.error();
+    return create(*id, options);
+  }
+  /// Takes ownership of a raw handle created on `id`; it will be destroyed with this object.
+  [[nodiscard]] static stream adopt(cudaStream_t handle, device_id id) noexcept { return stream(handle, id); }
+
+  stream(stream&& other) noexcept : handle_(other.handle_), device_(other.device_) {
+    other.handle_ = detail::invalid_stream();
+  }
+  stream& operator=(stream&& other) noexcept {
+    if (this != &other) {
+      destroy();
+      handle_ = other.handle_;
+      device_ = other.device_;
+      other.handle_ = detail::invalid_stream();
+    }
+    return *this;
+  }
+  stream(const stream&) = delete;
+  stream& operator=(const stream&) = delete;
+  ~stream() { destroy(); }
+
+  /// A non-owning reference (invalid after a move).
+  [[nodiscard]] stream_ref ref() const noexcept { return stream_ref(handle_); }
+  operator stream_ref() const noexcept { return ref(); }
+  /// The raw handle.
+  [[nodiscard]] cudaStream_t get() const noexcept { return handle_; }
+  /// The device the stream was created on.
+  [[nodiscard]] device_id device() const noexcept { return device_; }
+  /// False after a move.
+  [[nodiscard]] bool valid() const noexcept { return handle_ != detail::invalid_stream(); }
+  /// Gives up ownership: the caller destroys the returned handle. The stream is moved-from after.
+  [[nodiscard]] cudaStream_t release() noexcept {
+    cudaStream_t handle = handle_;
+    handle_ = detail::invalid_stream();
+    return handle;
+  }
+
+  /// As stream_ref::synchronize, ready and wait.
+  [[nodiscard]] status synchronize() const noexcept { return ref().synchronize(); }
+  [[nodiscard]] result<bool> ready() const noexcept { return ref().ready(); }
+  [[nodiscard]] status wait(const event& e) const noexcept;
+
+ private:
+  stream(cudaStream_t handle, device_id id) noexcept : handle_(handle), device_(id) {}
+  void destroy() noexcept {
+    if (valid()) detail::check_release(cudaStreamDestroy(handle_), "cudaStreamDestroy");
+    handle_ = detail::invalid_stream();
+  }
+  cudaStream_t handle_;
+  device_id device_;
+};
+
+/// Options for event::create.
+struct event_options {
+  /// Record timestamps (needed by elapsed_ms); off makes record and wait cheaper.
+  bool timing = true;
+  /// Block the waiting host thread instead of spinning in synchronize().
+  bool blocking_sync = false;
+};
+
+/// An owning CUDA event: move-only. A moved-from event refers to nothing.
+class event {
+ public:
+  /// Creates an event on the current device. Errors: CUDA errors (no device).
+  [[nodiscard]] static result<event> create(event_options options = {}) noexcept {
+    unsigned flags = options.timing ? cudaEventDefault : cudaEventDisableTiming;
+    if (options.blocking_sync) flags |= cudaEventBlockingSync;
+    cudaEvent_t handle = nullptr;
+    if (auto s = detail::check(cudaEventCreateWithFlags(&handle, flags), "event::create", "cudaEventCreateWithFlags"); !s)
+      return s.error();
+    return event(handle);
+  }
+
+  event(event&& other) noexcept : handle_(other.handle_) { other.handle_ = nullptr; }
+  event& operator=(event&& other) noexcept {
+    if (this != &other) {
+      destroy();
+      handle_ = other.handle_;
+      other.handle_ = nullptr;
+    }
+    return *this;
+  }
+  event(const event&) = delete;
+  event& operator=(const event&) = delete;
+  ~event() { destroy(); }
+
+  [[nodiscard]] cudaEvent_t get() const noexcept { return handle_; }
+  [[nodiscard]] bool valid() const noexcept { return handle_ != nullptr; }
+
+  /// Captures the work queued on `s` so far. Does not block. Errors: invalid_argument for a
+  /// moved-from event or stream; CUDA errors.
+  [[nodiscard]] status record(stream_ref s) const noexcept {
+    if (!valid()) return moved_from("event::record");
+    if (!s.valid()) return error(errc::invalid_argument, "event::record", "the stream was moved from");
+    return detail::check(cudaEventRecord(handle_, s.get()), "event::record", "cudaEventRecord");
+  }
+  /// Blocks until the captured work has finished. Synchronizes.
+  [[nodiscard]] status synchronize() const noexcept {
+    if (!valid()) return moved_from("event::synchronize");
+    return detail::check(cudaEventSynchronize(handle_), "event::synchronize", "cudaEventSynchronize");
+  }
+  /// Whether the captured work has finished. Does not block.
+  [[nodiscard]] result<bool> ready() const noexcept {
+    if (!valid()) return moved_from("event::ready");
+    const cudaError_t code = cudaEventQuery(handle_);
+    if (code == cudaErrorNotReady) {
+      (void)cudaGetLastError();
+      return false;
+    }
+    if (auto s = detail::check(code, "event::ready", "cudaEventQuery"); !s) return s.error();
+    return true;
+  }
+  /// Milliseconds between two recorded events (both created with timing). Does not block: errors
+  /// with cudaErrorNotReady if either has not completed.
+  [[nodiscard]] static result<float> elapsed_ms(const event& start, const event& end) noexcept {
+    if (!start.valid() || !end.valid()) return moved_from("event::elapsed_ms");
+    float ms = 0.0f;
+    if (auto s = detail::check(cudaEventElapsedTime(&ms, start.handle_, end.handle_), "event::elapsed_ms",
+                               "cudaEventElapsedTime");
+        !s)
+      return s.error();
+    return ms;
+  }
+
+ private:
+  explicit event(cudaEvent_t handle) noexcept : handle_(handle) {}
+  static error moved_from(const char* api) noexcept { return error(errc::invalid_argument, api, "the event was moved from"); }
+  void destroy() noexcept {
+    if (handle_ != nullptr) detail::check_release(cudaEventDestroy(handle_), "cudaEventDestroy");
+    handle_ = nullptr;
+  }
+  cudaEvent_t handle_;
+};
+
+inline status stream_ref::wait(const event& e) const noexcept {
+  if (!valid()) return moved_from("stream::wait");
+  if (!e.valid()) return error(errc::invalid_argument, "stream::wait", "the event was moved from");
+  return detail::check(cudaStreamWaitEvent(handle_, e.get(), 0), "stream::wait", "cudaStreamWaitEvent");
+}
+inline status stream::wait(const event& e) const noexcept { return ref().wait(e); }
+
+}  // namespace cudamem
