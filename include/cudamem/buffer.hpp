@@ -38,7 +38,7 @@ class buffer {
   [[nodiscard]] static result<buffer> allocate(std::size_t count) noexcept {
     auto here = std::is_same_v<Kind, host> || std::is_same_v<Kind, pinned> ? result<device_id>(device_id::host())
                                                                            : current_device();
-    if (!here) return error(here.error().cuda_status(), "buffer::allocate", "cudaGetDevice");
+    if (!here) return here.error().with_api("buffer::allocate");
     return allocate_sync(count, *here);
   }
   /// Allocates `count` elements of device or managed memory on device `id`; the current device is
@@ -47,7 +47,7 @@ class buffer {
     requires(std::is_same_v<Kind, cudamem::device> || std::is_same_v<Kind, managed>)
   {
     auto guard = device_guard::set(id);
-    if (!guard) return guard.error();
+    if (!guard) return guard.error().with_api("buffer::allocate");
     return allocate_sync(count, id);
   }
   /// Allocates `count` elements ordered on `s` (device memory: cudaMallocAsync from the stream

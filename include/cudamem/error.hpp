@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <new>
 #include <type_traits>
 #include <utility>
@@ -78,6 +79,17 @@ class error {
   [[nodiscard]] const char* message() const noexcept { return text_; }
   /// True when CUDA's context is lost: every later CUDA call in this process fails too.
   [[nodiscard]] bool is_sticky() const noexcept { return is_sticky_status(status_); }
+
+  /// The same error reported by the library function `outer_api` (which called the one that failed).
+  [[nodiscard]] error with_api(const char* outer_api) const noexcept {
+    if (code_ == errc::cuda) return error(status_, outer_api, call_);
+    const char* detail = text_;
+    if (api_ != nullptr) {
+      const std::size_t prefix = std::strlen(api_);
+      if (std::strncmp(text_, api_, prefix) == 0 && text_[prefix] == ':') detail = text_ + prefix + 2;
+    }
+    return error(code_, outer_api, "%s", detail);
+  }
 
   /// Whether a CUDA status corrupts the context (the process must be restarted to use the device).
   [[nodiscard]] static constexpr bool is_sticky_status(cudaError_t status) noexcept {
@@ -250,24 +262,24 @@ class [[nodiscard]] result {
 
   /// f(value) -> result<U> when this holds a value, else this error as result<U>.
   template <class F>
-  auto and_then(F&& f) && {
-    using next = std::remove_cvref_t<std::invoke_result_t<F, T&&>>;
-    if (has_value_) return std::forward<F>(f)(std::move(value_));
-    return next(error_);
-  }
+  auto and_then(F&& f) & { return and_then_impl(*this, std::forward<F>(f)); }
+  template <class F>
+  auto and_then(F&& f) const& { return and_then_impl(*this, std::forward<F>(f)); }
+  template <class F>
+  auto and_then(F&& f) && { return and_then_impl(std::move(*this), std::forward<F>(f)); }
   /// result<f(value)> when this holds a value, else this error.
   template <class F>
-  auto transform(F&& f) && {
-    using next = std::remove_cv_t<std::invoke_result_t<F, T&&>>;
-    if constexpr (std::is_void_v<next>) {
-      if (has_value_) { std::forward<F>(f)(std::move(value_)); return result<void>(); }
-      return result<void>(error_);
-    } else {
-      if (has_value_) return result<next>(std::forward<F>(f)(std::move(value_)));
-      return result<next>(error_);
-    }
-  }
+  auto transform(F&& f) & { return transform_impl(*this, std::forward<F>(f)); }
+  template <class F>
+  auto transform(F&& f) const& { return transform_impl(*this, std::forward<F>(f)); }
+  template <class F>
+  auto transform(F&& f) && { return transform_impl(std::move(*this), std::forward<F>(f)); }
   /// f(error) -> result<T> when this holds an error, else this value.
+  template <class F>
+  result or_else(F&& f) const& {
+    if (has_value_) return *this;
+    return std::forward<F>(f)(error_);
+  }
   template <class F>
   result or_else(F&& f) && {
     if (has_value_) return std::move(*this);
@@ -275,6 +287,26 @@ class [[nodiscard]] result {
   }
 
  private:
+  template <class Self, class F>
+  static auto and_then_impl(Self&& self, F&& f) {
+    using next = std::remove_cvref_t<std::invoke_result_t<F, decltype(std::forward<Self>(self).value_)>>;
+    if (self.has_value_) return std::forward<F>(f)(std::forward<Self>(self).value_);
+    return next(self.error_);
+  }
+  template <class Self, class F>
+  static auto transform_impl(Self&& self, F&& f) {
+    using next = std::remove_cv_t<std::invoke_result_t<F, decltype(std::forward<Self>(self).value_)>>;
+    if constexpr (std::is_void_v<next>) {
+      if (self.has_value_) {
+        std::forward<F>(f)(std::forward<Self>(self).value_);
+        return result<void>();
+      }
+      return result<void>(self.error_);
+    } else {
+      if (self.has_value_) return result<next>(std::forward<F>(f)(std::forward<Self>(self).value_));
+      return result<next>(self.error_);
+    }
+  }
   void destroy() noexcept {
     if (has_value_) value_.~T();
   }

@@ -91,7 +91,7 @@ class stream {
   [[nodiscard]] static result<stream> create(device_id id, stream_options options = {}) noexcept {
     if (auto s = detail::check_device(id, "stream::create"); !s) return s.error();
     auto guard = device_guard::set(id);
-    if (!guard) return guard.error();
+    if (!guard) return guard.error().with_api("stream::create");
     cudaStream_t handle = nullptr;
     const unsigned flags = options.non_blocking ? cudaStreamNonBlocking : cudaStreamDefault;
     if (auto s = detail::check(cudaStreamCreateWithPriority(&handle, flags, options.priority), "stream::create",
@@ -103,7 +103,7 @@ class stream {
   /// Creates a stream on the current device.
   [[nodiscard]] static result<stream> create(stream_options options = {}) noexcept {
     auto id = current_device();
-    if (!id) return id.error();
+    if (!id) return id.error().with_api("stream::create");
     return create(*id, options);
   }
   /// Takes ownership of a raw handle created on `id`; it will be destroyed with this object.

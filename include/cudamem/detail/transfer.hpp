@@ -55,10 +55,11 @@ inline result<device_guard> home_device(const operand& a, const operand* b, cons
   else if (b != nullptr && (b->device_memory || !b->device.is_host())) home = b->device;
   if (home.is_host()) {
     auto current = current_device();
-    if (!current) return error(current.error().cuda_status(), api, "cudaGetDevice");
+    if (!current) return current.error().with_api(api);
     home = *current;
   }
   auto guard = device_guard::set(home);
+  if (!guard) return guard.error().with_api(api);
   return guard;
 }
 
