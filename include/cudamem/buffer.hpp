@@ -107,10 +107,23 @@ class buffer {
   /// The stream the buffer was allocated on (the legacy default stream when none was given).
   [[nodiscard]] stream_ref stream() const noexcept { return stream_; }
 
-  /// Host-side element access, for kinds the host may touch.
-  T& operator[](std::size_t i) const noexcept requires Kind::host_accessible { return data_[i]; }
-  T* begin() const noexcept requires Kind::host_accessible { return data_; }
-  T* end() const noexcept requires Kind::host_accessible { return data_ + size_; }
+  /// Host-side element access, for kinds the host may touch. Device memory: does not compile.
+  template <class K_ = Kind>
+  T& operator[](std::size_t i) const noexcept {
+    static_assert(K_::host_accessible, "cudamem: device memory cannot be read or written on the host; copy it into a "
+                                       "host or pinned buffer first (cudamem::copy), or use managed memory");
+    return data_[i];
+  }
+  template <class K_ = Kind>
+  T* begin() const noexcept {
+    static_assert(K_::host_accessible, "cudamem: device memory cannot be read or written on the host; copy it into a "
+                                       "host or pinned buffer first (cudamem::copy), or use managed memory");
+    return data_;
+  }
+  template <class K_ = Kind>
+  T* end() const noexcept {
+    return begin<K_>() + size_;
+  }
 
   /// As span::copy_from, copy_to, copy_to_host, copy_from_host, copy_from_device and memset.
   template <viewable Src>

@@ -4,6 +4,7 @@
 #include <cudamem/span.hpp>
 
 #include <cstddef>
+#include <type_traits>
 
 namespace cudamem {
 
@@ -12,6 +13,10 @@ namespace cudamem {
 template <class T>
 class host_registration {
  public:
+  using element_type = T;
+  using value_type = std::remove_cv_t<T>;
+  using kind = pinned;
+
   /// Page-locks `range` (cudaHostRegister, portable and mapped). An empty range registers nothing.
   /// Synchronous and costly (it pins every page): do it once, not per copy. Errors: invalid_argument
   /// (null with a count), size_overflow, CUDA errors (cudaErrorHostMemoryAlreadyRegistered, ...).

@@ -79,7 +79,7 @@ class ptr {
 
   CUDAMEM_DETAIL_ACCESSORS(T&, operator*(), { return *raw_; })
   CUDAMEM_DETAIL_ACCESSORS(T*, operator->(), { return raw_; })
-  CUDAMEM_DETAIL_ACCESSORS(T&, operator[](std::ptrdiff_t i), { return raw_[i]; })
+  CUDAMEM_DETAIL_ACCESSORS(T&, operator[]([[maybe_unused]] std::ptrdiff_t i), { return raw_[i]; })
 
   CUDAMEM_HD constexpr ptr& operator+=(std::ptrdiff_t n) noexcept { raw_ += n; return *this; }
   CUDAMEM_HD constexpr ptr& operator-=(std::ptrdiff_t n) noexcept { raw_ -= n; return *this; }

@@ -4,8 +4,10 @@
 #include <cudamem/detail/transfer.hpp>
 #include <cudamem/ptr.hpp>
 
+#include <concepts>
 #include <cstddef>
 #include <type_traits>
+#include <utility>
 
 namespace cudamem {
 
@@ -66,7 +68,7 @@ class span {
   /// This view (so that spans and buffers are interchangeable in copies).
   CUDAMEM_HD constexpr span view() const noexcept { return *this; }
 
-  CUDAMEM_DETAIL_ACCESSORS(T&, operator[](std::size_t i), { return data_.get()[i]; })
+  CUDAMEM_DETAIL_ACCESSORS(T&, operator[]([[maybe_unused]] std::size_t i), { return data_.get()[i]; })
   CUDAMEM_DETAIL_ACCESSORS(T*, begin(), { return data_.get(); })
   CUDAMEM_DETAIL_ACCESSORS(T*, end(), { return data_.get() + size_; })
 
@@ -167,6 +169,20 @@ template <class T>
   return host_span<T>(host_ptr<T>(first), count);
 }
 
+/// The bytes of a view, for copying raw bytes between views of different element types.
+template <class T, memory_kind Kind>
+[[nodiscard]] CUDAMEM_HD span<const std::byte, Kind> as_bytes(span<T, Kind> view) noexcept {
+  return span<const std::byte, Kind>(
+      ptr<const std::byte, Kind>(reinterpret_cast<const std::byte*>(view.data().get()), view.device()), view.size_bytes());
+}
+/// The writable bytes of a view of non-const elements.
+template <class T, memory_kind Kind>
+  requires(!std::is_const_v<T>)
+[[nodiscard]] CUDAMEM_HD span<std::byte, Kind> as_writable_bytes(span<T, Kind> view) noexcept {
+  return span<std::byte, Kind>(ptr<std::byte, Kind>(reinterpret_cast<std::byte*>(view.data().get()), view.device()),
+                               view.size_bytes());
+}
+
 namespace detail {
 template <class T, class K>
 constexpr operand operand_of(span<T, K> view) noexcept {
@@ -177,7 +193,7 @@ template <class T, class U>
 constexpr void check_copy_types() {
   static_assert(std::is_same_v<std::remove_cv_t<T>, std::remove_cv_t<U>>,
                 "cudamem::copy: the element types of dst and src differ; copy between spans of the same type "
-                "(view both as std::byte to copy raw bytes)");
+                "(to copy raw bytes, view both sides with cudamem::as_bytes / as_writable_bytes)");
   static_assert(!std::is_const_v<T>, "cudamem::copy: dst is a view of const elements");
   static_assert(std::is_trivially_copyable_v<T>, "cudamem::copy: T must be trivially copyable");
 }

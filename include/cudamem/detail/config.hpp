@@ -15,7 +15,6 @@
 // One spelling of the execution-space annotations for nvcc and for plain host compilers.
 #if defined(__CUDACC__)
 #define CUDAMEM_HD __host__ __device__
-#define CUDAMEM_DEVICE __device__
 #define CUDAMEM_HOST __host__
 #else
 #define CUDAMEM_HD
