@@ -38,7 +38,7 @@ if want sanitize; then
   sanitize() {  # tool, log name, binary and arguments
     local tool=$1 name=$2
     shift 2
-    timeout 900 compute-sanitizer --tool "$tool" --error-exitcode 99 "${SAN_EXTRA[@]}" "$@" >"$OUT/san_$name.log" 2>&1
+    timeout "${SAN_TIMEOUT:-240}" compute-sanitizer --tool "$tool" --error-exitcode 99 "${SAN_EXTRA[@]}" "$@" >"$OUT/san_$name.log" 2>&1
     note "sanitizer $name: rc=$? $(grep -E '=+ (ERROR SUMMARY|LEAK SUMMARY)' "$OUT/san_$name.log" | tr '\n' ' ')"
   }
   SAN_EXTRA=(--leak-check full)

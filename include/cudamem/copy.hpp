@@ -9,38 +9,51 @@
 
 namespace cudamem {
 
-/// Copies `src` into `dst` (spans or buffers of the same element type and size) and waits for it.
-/// Synchronizes: complete on return, and ordered after earlier work on the legacy default stream
-/// of the memory's device, also in builds with per-thread default streams. Device memory on two
-/// devices goes through the peer path (correct with or without peer access). Compile-time: the
-/// element types match. Errors: extents_mismatch, invalid_argument (null with a count), overlap,
-/// size_overflow, capture_active (a blocking stream is capturing), CUDA errors. Nothing is written
-/// when an error is returned before the CUDA call.
-template <viewable Dst, viewable Src>
-[[nodiscard]] status copy(const Dst& dst, const Src& src) noexcept {
-  return detail::copy_spans(dst.view(), src.view(), "copy");
-}
+namespace detail {
+// copy and fill_bytes are function objects, not function templates, so that argument-dependent
+// lookup never brings std::copy or std::fill into an unqualified call (a std::byte span would).
+struct copy_fn {
+  template <viewable Dst, viewable Src>
+  [[nodiscard]] status operator()(const Dst& dst, const Src& src) const noexcept {
+    return copy_spans(dst.view(), src.view(), "copy");
+  }
+  template <viewable Dst, viewable Src>
+  [[nodiscard]] status operator()(const Dst& dst, const Src& src, stream_ref s) const noexcept {
+    return copy_spans(dst.view(), src.view(), s, "copy");
+  }
+};
+struct fill_bytes_fn {
+  template <viewable Dst>
+  [[nodiscard]] status operator()(const Dst& dst, unsigned char value) const noexcept {
+    return dst.view().memset(value);
+  }
+  template <viewable Dst>
+  [[nodiscard]] status operator()(const Dst& dst, unsigned char value, stream_ref s) const noexcept {
+    return dst.view().memset(value, s);
+  }
+};
+}  // namespace detail
 
-/// Stream-ordered copy on `s`. Does not synchronize: the copy runs after earlier work on `s`.
-/// Compile-time: neither side is pageable host memory (use pinned_buffer or host_register).
-/// Errors: as the synchronous form but capture_active, and invalid_argument for a moved-from stream.
-template <viewable Dst, viewable Src>
-[[nodiscard]] status copy(const Dst& dst, const Src& src, stream_ref s) noexcept {
-  return detail::copy_spans(dst.view(), src.view(), s, "copy");
-}
+/// copy(dst, src): copies `src` into `dst` (spans or buffers of the same element type and size)
+/// and waits for it. Synchronizes: complete on return, and ordered after earlier work on the legacy
+/// default stream of the memory's device, also in builds with per-thread default streams. Device
+/// memory on two devices goes through the peer path (correct with or without peer access).
+/// Compile-time: the element types match. Errors: extents_mismatch, invalid_argument (null with a
+/// count), overlap, size_overflow, capture_active (a blocking stream is capturing), CUDA errors.
+/// Nothing is written when an error is returned before the CUDA call.
+///
+/// copy(dst, src, stream): stream-ordered on `stream`; does not synchronize. Compile-time: neither
+/// side is pageable host memory (use pinned_buffer or host_register). Errors: as the synchronous
+/// form but capture_active, and invalid_argument for a moved-from stream.
+inline constexpr detail::copy_fn copy{};
 
-/// Sets every byte of `dst` to `value` (memset) and waits for it. Synchronizes, as copy(dst, src).
-/// Errors: invalid_argument (null with a count), size_overflow, capture_active, CUDA errors.
-template <viewable Dst>
-[[nodiscard]] status fill_bytes(const Dst& dst, unsigned char value) noexcept {
-  return dst.view().memset(value);
-}
-
-/// Stream-ordered fill_bytes on `s`. Does not synchronize. Compile-time: `dst` is not pageable.
-template <viewable Dst>
-[[nodiscard]] status fill_bytes(const Dst& dst, unsigned char value, stream_ref s) noexcept {
-  return dst.view().memset(value, s);
-}
+/// fill_bytes(dst, value): sets every byte of `dst` to `value` (memset) and waits for it.
+/// Synchronizes, as copy(dst, src). Errors: invalid_argument (null with a count), size_overflow,
+/// capture_active, CUDA errors.
+///
+/// fill_bytes(dst, value, stream): stream-ordered; does not synchronize. Compile-time: `dst` is not
+/// pageable host memory.
+inline constexpr detail::fill_bytes_fn fill_bytes{};
 
 #if defined(__CUDACC__)
 namespace detail {

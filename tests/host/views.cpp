@@ -224,3 +224,22 @@ TEST_CASE("a moved-from stream is refused by every stream-ordered operation", "[
   CHECK(stream_ref().valid());
   CHECK(stream_ref::legacy() == stream_ref());
 }
+
+TEST_CASE("unqualified calls on std::byte views do not collide with std::copy", "[copy]") {
+  std::vector<std::byte> a(8, std::byte{1});
+  std::vector<std::byte> b(8, std::byte{2});
+  host_span<std::byte> sa(a);
+  host_span<std::byte> sb(b);
+  REQUIRE(copy(sa, sb));  // found by ordinary lookup; std::copy would need iterators
+  CHECK(a == b);
+  REQUIRE(fill_bytes(sa, 3));
+  CHECK(a == std::vector<std::byte>(8, std::byte{3}));
+  std::vector<float> f(2, 1.0f);
+  auto bytes = as_bytes(span(f));
+  CHECK(bytes.size() == 2 * sizeof(float));
+  std::vector<std::byte> raw(bytes.size());
+  REQUIRE(copy(span(raw), bytes));
+  float back[2] = {};
+  std::memcpy(back, raw.data(), sizeof back);
+  CHECK(back[1] == 1.0f);
+}
