@@ -18,6 +18,10 @@ int main() {
   for (std::size_t i = 0; i < n; ++i) host[i] = static_cast<float>(i);
 
   // Every fallible call returns a result: check it, or propagate it.
+  if (auto devices = device_count(); !devices || *devices == 0) {
+    std::fprintf(stderr, "quickstart: no CUDA device: %s\n", devices ? "none found" : devices.error().message());
+    return 1;
+  }
   auto values = device_buffer<float>::allocate(n);
   if (!values) {
     std::fprintf(stderr, "quickstart: %s\n", values.error().message());
