@@ -1,4 +1,5 @@
-// cudamem: copy and fill_bytes for 1D views, synchronous and stream-ordered; typed fill in .cu files.
+/// \file
+/// copy and fill_bytes for 1D views, synchronous and stream-ordered; a typed fill in nvcc builds.
 #pragma once
 
 #include <cudamem/buffer.hpp>
@@ -34,25 +35,30 @@ struct fill_bytes_fn {
 };
 }  // namespace detail
 
-/// copy(dst, src): copies `src` into `dst` (spans or buffers of the same element type and size)
-/// and waits for it. Synchronizes: complete on return, and ordered after earlier work on the legacy
-/// default stream of the memory's device, also in builds with per-thread default streams. Device
-/// memory on two devices goes through the peer path (correct with or without peer access).
-/// Compile-time: the element types match. Errors: extents_mismatch, invalid_argument (null with a
-/// count), overlap, size_overflow, capture_active (a blocking stream is capturing), CUDA errors.
-/// Nothing is written when an error is returned before the CUDA call.
+/// copy(dst, src): copies `src` into `dst` (viewables of the same element type and size) and waits
+/// for it. Synchronizes: complete on return, and ordered after earlier work on the legacy default
+/// stream of the memory's device, also in builds with per-thread default streams. Device memory on
+/// two devices goes through the peer path (correct with or without peer access). Two pageable host
+/// views are copied with memcpy, without CUDA. Compile-time: the element types match and `dst` is
+/// not const. Errors: extents_mismatch, invalid_argument (null with a count), overlap,
+/// size_overflow, out_of_range (a view on a device that does not exist), capture_active (a blocking
+/// stream is capturing), CUDA errors. Nothing is written when an error is returned before the CUDA
+/// call. Empty views copy nothing and succeed.
 ///
-/// copy(dst, src, stream): stream-ordered on `stream`; does not synchronize. Compile-time: neither
-/// side is pageable host memory (use pinned_buffer or host_register). Errors: as the synchronous
-/// form but capture_active, and invalid_argument for a moved-from stream.
+/// copy(dst, src, stream): stream-ordered on `stream`; does not synchronize. Compile-time: as the
+/// synchronous form, and neither side is pageable host memory (use pinned_buffer or host_register).
+/// Errors: extents_mismatch, invalid_argument (null with a count, moved-from stream), overlap,
+/// size_overflow, CUDA errors (including a view on a device that does not exist).
 inline constexpr detail::copy_fn copy{};
 
 /// fill_bytes(dst, value): sets every byte of `dst` to `value` (memset) and waits for it.
-/// Synchronizes, as copy(dst, src). Errors: invalid_argument (null with a count), size_overflow,
-/// capture_active, CUDA errors.
+/// Synchronizes, as copy(dst, src); pageable host memory is set with memset, without CUDA.
+/// Compile-time: `dst` is not const. Errors: invalid_argument (null with a count), size_overflow,
+/// out_of_range (a view on a device that does not exist), capture_active, CUDA errors.
 ///
-/// fill_bytes(dst, value, stream): stream-ordered; does not synchronize. Compile-time: `dst` is not
-/// pageable host memory.
+/// fill_bytes(dst, value, stream): stream-ordered on `stream`; does not synchronize. Compile-time:
+/// as the synchronous form, and `dst` is not pageable host memory. Errors: invalid_argument (null
+/// with a count, moved-from stream), size_overflow, CUDA errors.
 inline constexpr detail::fill_bytes_fn fill_bytes{};
 
 #if defined(__CUDACC__)
@@ -65,8 +71,10 @@ __global__ void fill_kernel(T* first, std::size_t count, T value) {
 }  // namespace detail
 
 /// Sets every element of `dst` to `value` with a kernel on `s` (nvcc builds only). Does not
-/// synchronize. For byte patterns fill_bytes (memset) is faster. Errors: invalid_argument (null with
-/// a count, moved-from stream), CUDA launch errors.
+/// synchronize. The kernel is launched on the current device, which must be the one `s` belongs to.
+/// For byte patterns fill_bytes (memset) is faster. Compile-time: kernels may write `dst` (not
+/// pageable host memory). Errors: invalid_argument (null with a count, moved-from stream),
+/// size_overflow, CUDA launch errors.
 template <viewable Dst>
 [[nodiscard]] status fill(const Dst& dst, const typename Dst::value_type& value, stream_ref s) noexcept {
   using T = typename Dst::value_type;

@@ -1,5 +1,9 @@
-// cudamem: the umbrella header. Everything but interop/.
+/// \file
+/// The umbrella header: every public header but those in interop/.
 #pragma once
+
+/// \namespace cudamem
+/// Typed, kind-checked CUDA memory. Everything public lives here; `cudamem::detail` is internal.
 
 #include <cudamem/error.hpp>
 #include <cudamem/kind.hpp>

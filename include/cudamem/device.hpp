@@ -1,4 +1,5 @@
-// cudamem: devices: ids, the current device, an RAII guard, and the few cached properties we need.
+/// \file
+/// Devices: ids, the current device, an RAII guard, and the few cached properties the library needs.
 #pragma once
 
 #include <cudamem/error.hpp>
@@ -7,23 +8,29 @@
 
 namespace cudamem {
 
-/// A CUDA device ordinal, or host() (cudaCpuDeviceId) for memory that lives on the host.
+/// A CUDA device ordinal, or host() (cudaCpuDeviceId) for memory that lives on the host. A plain
+/// value: it is not checked against the devices present until an operation uses it.
 class device_id {
  public:
+  /// Device 0.
   constexpr device_id() noexcept = default;
+  /// The device with this ordinal (as cudaSetDevice takes it).
   CUDAMEM_HD constexpr explicit device_id(int ordinal) noexcept : ordinal_(ordinal) {}
   /// The id of host memory.
   CUDAMEM_HD static constexpr device_id host() noexcept { return device_id(cudaCpuDeviceId); }
   /// The ordinal, as CUDA takes it.
   CUDAMEM_HD constexpr int get() const noexcept { return ordinal_; }
+  /// True for device_id::host().
   CUDAMEM_HD constexpr bool is_host() const noexcept { return ordinal_ == cudaCpuDeviceId; }
+  /// Equal when the ordinals are.
   friend constexpr bool operator==(device_id, device_id) noexcept = default;
 
  private:
   int ordinal_ = 0;
 };
 
-/// The number of CUDA devices. Errors: whatever cudaGetDeviceCount reports (no device, no driver).
+/// The number of visible CUDA devices. Errors: whatever cudaGetDeviceCount reports
+/// (cudaErrorNoDevice, cudaErrorInsufficientDriver, ...).
 [[nodiscard]] inline result<int> device_count() noexcept {
   int count = 0;
   if (auto s = detail::check(cudaGetDeviceCount(&count), "device_count", "cudaGetDeviceCount"); !s)
@@ -42,25 +49,27 @@ inline status check_device(device_id id, const char* api) noexcept {
 }
 }  // namespace detail
 
-/// The calling thread's current device. Errors: no device, no driver.
+/// The calling thread's current device. Errors: CUDA errors (no device, no driver).
 [[nodiscard]] inline result<device_id> current_device() noexcept {
   int ordinal = 0;
   if (auto s = detail::check(cudaGetDevice(&ordinal), "current_device", "cudaGetDevice"); !s) return s.error();
   return device_id(ordinal);
 }
 
-/// Makes `id` current for the calling thread. Errors: out_of_range for a bad id.
+/// Makes `id` current for the calling thread. Errors: out_of_range for an id that names no device;
+/// CUDA errors (no device, no driver).
 [[nodiscard]] inline status set_current_device(device_id id) noexcept {
   if (auto s = detail::check_device(id, "set_current_device"); !s) return s;
   return detail::check(cudaSetDevice(id.get()), "set_current_device", "cudaSetDevice");
 }
 
 /// RAII: makes a device current and restores the previous one on every path out of the scope.
-/// Move-only; a moved-from guard restores nothing.
+/// Move-only; a moved-from guard restores nothing. A failed restore goes to the release handler.
 class device_guard {
  public:
-  /// Makes `id` current. Errors: out_of_range for a bad id; CUDA errors (no device). On error the
-  /// current device is unchanged.
+  /// Makes `id` current, remembering the current device. When `id` already is current, nothing is
+  /// switched and nothing will be restored. Errors: out_of_range for an id that names no device;
+  /// CUDA errors (no device). On error the current device is unchanged.
   [[nodiscard]] static result<device_guard> set(device_id id) noexcept {
     int previous = 0;
     if (auto s = detail::check(cudaGetDevice(&previous), "device_guard::set", "cudaGetDevice"); !s) return s.error();
@@ -71,9 +80,11 @@ class device_guard {
     return device_guard(previous, previous != id.get());
   }
 
+  /// Takes over the restore duty of `other`, which then restores nothing.
   device_guard(device_guard&& other) noexcept : previous_(other.previous_), active_(other.active_) {
     other.active_ = false;
   }
+  /// Restores this guard's previous device first, then takes over the restore duty of `other`.
   device_guard& operator=(device_guard&& other) noexcept {
     if (this != &other) {
       restore();
@@ -85,9 +96,11 @@ class device_guard {
   }
   device_guard(const device_guard&) = delete;
   device_guard& operator=(const device_guard&) = delete;
+  /// Makes the previous device current again (if this guard switched it).
   ~device_guard() { restore(); }
 
-  /// The device that will be made current again.
+  /// The device that was current when the guard was made, and is made current again when the guard
+  /// goes (if the guard switched away from it).
   [[nodiscard]] device_id previous() const noexcept { return device_id(previous_); }
 
  private:
@@ -120,15 +133,17 @@ inline result<int> cached_attribute(device_id id, const char* api) noexcept {
 }
 }  // namespace detail
 
-/// The largest pitch in bytes a 2D copy may use on `id` (cudaDevAttrMaxPitch), cached after the
-/// first call. The driver does not enforce it, so the library does.
+/// The largest pitch in bytes a 2D copy may use on `id` (cudaDevAttrMaxPitch), read once per device
+/// and cached. The driver does not enforce it. Errors: out_of_range for an id that names no device;
+/// CUDA errors.
 [[nodiscard]] inline result<std::size_t> max_pitch(device_id id) noexcept {
   auto value = detail::cached_attribute<cudaDevAttrMaxPitch>(id, "max_pitch");
   if (!value) return value.error();
   return static_cast<std::size_t>(static_cast<unsigned>(*value));
 }
 
-/// The compute capability of `id` as major * 10 + minor (90 on Hopper), cached after the first call.
+/// The compute capability of `id` as major * 10 + minor (90 on Hopper), read once per device and
+/// cached. Errors: out_of_range for an id that names no device; CUDA errors.
 [[nodiscard]] inline result<int> compute_capability(device_id id) noexcept {
   auto major = detail::cached_attribute<cudaDevAttrComputeCapabilityMajor>(id, "compute_capability");
   if (!major) return major;

@@ -1,4 +1,5 @@
-// cudamem: errors and results. Every fallible call returns result<T> or status; nothing throws.
+/// \file
+/// Errors and results: every fallible call returns `result<T>` or `status`; nothing throws.
 #pragma once
 
 #include <cudamem/detail/config.hpp>
@@ -14,7 +15,8 @@
 
 namespace cudamem {
 
-/// Misuse that the library caught itself, before CUDA saw it. `cuda` means: CUDA reported the error.
+/// Why an operation failed: misuse that the library caught itself, before CUDA saw it, or `cuda`:
+/// CUDA reported the error.
 enum class errc : int {
   cuda = 1,          ///< CUDA returned an error; error::cuda_status() says which
   invalid_argument,  ///< an argument is malformed (null pointer with a count, a moved-from object, ...)
@@ -27,7 +29,7 @@ enum class errc : int {
   capture_active,    ///< a synchronous operation would break a stream capture in progress
 };
 
-/// The name of an errc value, e.g. "extents_mismatch".
+/// The name of an errc value, such as "extents_mismatch"; "unknown" for a value outside the enum.
 [[nodiscard]] constexpr const char* to_string(errc code) noexcept {
   switch (code) {
     case errc::cuda: return "cuda";
@@ -44,19 +46,21 @@ enum class errc : int {
 }
 
 /// What went wrong: the CUDA status (when CUDA reported it), the library's errc, the call that failed
-/// and a one-line message formatted when the error was made, e.g.
+/// and a one-line message. The message is formatted when the error is made, such as
 /// "copy: cudaMemcpyAsync: cudaErrorInvalidValue: invalid argument" or
 /// "copy: extents differ (dst 100, src 99)". Trivially copyable; making one never allocates.
 class error {
  public:
   /// An error CUDA reported from `cuda_call`, inside the library function `api` (may be null).
+  /// Code errc::cuda.
   error(cudaError_t status, const char* api, const char* cuda_call) noexcept
       : code_(errc::cuda), status_(status), api_(api), call_(cuda_call) {
     format("%s%s%s: %s: %s", api ? api : "", api ? ": " : "", cuda_call, cudaGetErrorName(status),
            cudaGetErrorString(status));
   }
 
-  /// Misuse caught by the library function `api`; `fmt` and the rest say what was wrong.
+  /// Misuse caught by the library function `api` (not null); `fmt` and the rest, printf-style, say
+  /// what was wrong. The message is cut at 159 characters.
   [[gnu::format(printf, 4, 5)]] error(errc code, const char* api, const char* fmt, ...) noexcept
       : code_(code), status_(cudaSuccess), api_(api), call_(api) {
     int used = std::snprintf(text_, sizeof text_, "%s: ", api);
@@ -71,7 +75,7 @@ class error {
   [[nodiscard]] errc code() const noexcept { return code_; }
   /// The CUDA status, or cudaSuccess when the library caught the misuse itself.
   [[nodiscard]] cudaError_t cuda_status() const noexcept { return status_; }
-  /// The library function the user called (e.g. "copy"); for CUDA errors it may be null.
+  /// The library function the user called (such as "copy"); for CUDA errors it may be null.
   [[nodiscard]] const char* api() const noexcept { return api_; }
   /// The call that failed: the CUDA function for CUDA errors, else the library function.
   [[nodiscard]] const char* call() const noexcept { return call_; }
@@ -80,7 +84,8 @@ class error {
   /// True when CUDA's context is lost: every later CUDA call in this process fails too.
   [[nodiscard]] bool is_sticky() const noexcept { return is_sticky_status(status_); }
 
-  /// The same error reported by the library function `outer_api` (which called the one that failed).
+  /// The same error reported by the library function `outer_api` (which called the one that failed):
+  /// the message names `outer_api` instead of the inner function.
   [[nodiscard]] error with_api(const char* outer_api) const noexcept {
     if (code_ == errc::cuda) return error(status_, outer_api, call_);
     const char* detail = text_;
@@ -127,27 +132,37 @@ class error {
   char text_[160] = {};
 };
 
-/// Tag that lets result<error> and the generic code below say "this is the failure".
+/// Tag type for constructing a result that holds an error, as std::unexpect_t.
 struct unexpect_t {
+  /// Explicit, so that `{}` never converts to the tag by accident.
   explicit unexpect_t() = default;
 };
+/// The tag value: `result<T>(unexpect, failure)` holds `failure`.
 inline constexpr unexpect_t unexpect{};
 
 template <class T>
 class result;
 
-/// result<void>: success, or an error.
+/// `result<void>` (alias status): success, or an error. The return type of every fallible
+/// operation that produces no value.
 template <>
 class [[nodiscard]] result<void> {
  public:
+  /// void: a success carries no value.
   using value_type = void;
+  /// cudamem::error.
   using error_type = cudamem::error;
 
+  /// Success.
   result() noexcept : has_value_(true) {}
+  /// A failure holding `failure`; implicit, so a function can `return error(...)`.
   result(const cudamem::error& failure) noexcept : error_(failure), has_value_(false) {}
+  /// A failure holding `failure`, as std::expected's unexpect constructor.
   result(unexpect_t, const cudamem::error& failure) noexcept : result(failure) {}
 
+  /// True on success.
   [[nodiscard]] bool has_value() const noexcept { return has_value_; }
+  /// True on success.
   explicit operator bool() const noexcept { return has_value_; }
   /// No-op on success; precondition has_value() (checked in debug builds), as std::expected<void>.
   void value() const noexcept {
@@ -161,14 +176,14 @@ class [[nodiscard]] result<void> {
   /// The error. Precondition: !has_value().
   [[nodiscard]] const cudamem::error& error() const noexcept { return error_; }
 
-  /// f() -> result<U> on success, else this error as result<U>.
+  /// Calls `f()`, which returns a result, on success; else returns this error as that result type.
   template <class F>
   auto and_then(F&& f) const {
     using next = std::remove_cvref_t<std::invoke_result_t<F>>;
     if (has_value_) return std::forward<F>(f)();
     return next(error_);
   }
-  /// f(error) -> status when this holds an error, else success.
+  /// Calls `f(error())`, which returns a status, when this holds an error; else returns success.
   template <class F>
   result or_else(F&& f) const {
     if (has_value_) return *this;
@@ -194,7 +209,9 @@ class [[nodiscard]] result {
                 "result<T>: T must be an object type other than error");
 
  public:
+  /// T.
   using value_type = T;
+  /// cudamem::error.
   using error_type = cudamem::error;
 
   /// A success holding T{} (only for default-constructible T).
@@ -206,18 +223,22 @@ class [[nodiscard]] result {
   result(U&& value) noexcept(std::is_nothrow_constructible_v<T, U&&>) : has_value_(true) {
     ::new (&value_) T(std::forward<U>(value));
   }
-  /// A failure.
+  /// A failure holding `failure`; implicit, so a function can `return error(...)`.
   result(const cudamem::error& failure) noexcept : has_value_(false) { ::new (&error_) cudamem::error(failure); }
+  /// A failure holding `failure`, as std::expected's unexpect constructor.
   result(unexpect_t, const cudamem::error& failure) noexcept : result(failure) {}
 
+  /// Moves the value or copies the error of `other`.
   result(result&& other) noexcept(std::is_nothrow_move_constructible_v<T>) : has_value_(other.has_value_) {
     if (has_value_) ::new (&value_) T(std::move(other.value_));
     else ::new (&error_) cudamem::error(other.error_);
   }
+  /// Copies the value or the error of `other` (only for copyable T).
   result(const result& other) requires std::is_copy_constructible_v<T> : has_value_(other.has_value_) {
     if (has_value_) ::new (&value_) T(other.value_);
     else ::new (&error_) cudamem::error(other.error_);
   }
+  /// Destroys the held value, then moves in the value or copies in the error of `other`.
   result& operator=(result&& other) noexcept(std::is_nothrow_move_constructible_v<T>) {
     if (this != &other) {
       destroy();
@@ -225,6 +246,7 @@ class [[nodiscard]] result {
     }
     return *this;
   }
+  /// Destroys the held value, then copies in the value or the error of `other` (copyable T only).
   result& operator=(const result& other) requires std::is_copy_constructible_v<T> {
     if (this != &other) {
       destroy();
@@ -232,25 +254,37 @@ class [[nodiscard]] result {
     }
     return *this;
   }
+  /// Destroys the held value, if any.
   ~result() { destroy(); }
 
+  /// True when this holds a value.
   [[nodiscard]] bool has_value() const noexcept { return has_value_; }
+  /// True when this holds a value.
   explicit operator bool() const noexcept { return has_value_; }
 
-  /// The value. Precondition: has_value().
+  ///@{
+  /// The value. Precondition: has_value() (checked with an abort in debug builds).
   [[nodiscard]] T& value() & noexcept { check_value(); return value_; }
   [[nodiscard]] const T& value() const& noexcept { check_value(); return value_; }
   [[nodiscard]] T&& value() && noexcept { check_value(); return std::move(value_); }
+  ///@}
+  ///@{
+  /// The value, as value(). Precondition: has_value().
   [[nodiscard]] T& operator*() & noexcept { return value(); }
   [[nodiscard]] const T& operator*() const& noexcept { return value(); }
   [[nodiscard]] T&& operator*() && noexcept { return std::move(*this).value(); }
+  ///@}
+  ///@{
+  /// A pointer to the value. Precondition: has_value().
   [[nodiscard]] T* operator->() noexcept { return &value(); }
   [[nodiscard]] const T* operator->() const noexcept { return &value(); }
+  ///@}
 
-  /// The error. Precondition: !has_value().
+  /// The error. Precondition: !has_value() (checked with an abort in debug builds).
   [[nodiscard]] const cudamem::error& error() const noexcept { check_error(); return error_; }
 
-  /// The value, or `fallback` converted to T when this holds an error.
+  ///@{
+  /// The value (moved out of an rvalue result), or `fallback` converted to T when this holds an error.
   template <class U>
   [[nodiscard]] T value_or(U&& fallback) && {
     return has_value_ ? std::move(value_) : static_cast<T>(std::forward<U>(fallback));
@@ -259,22 +293,31 @@ class [[nodiscard]] result {
   [[nodiscard]] T value_or(U&& fallback) const& {
     return has_value_ ? value_ : static_cast<T>(std::forward<U>(fallback));
   }
+  ///@}
 
-  /// f(value) -> result<U> when this holds a value, else this error as result<U>.
+  ///@{
+  /// Calls `f(value())`, which returns a result, when this holds a value; else returns this error
+  /// as that result type.
   template <class F>
   auto and_then(F&& f) & { return and_then_impl(*this, std::forward<F>(f)); }
   template <class F>
   auto and_then(F&& f) const& { return and_then_impl(*this, std::forward<F>(f)); }
   template <class F>
   auto and_then(F&& f) && { return and_then_impl(std::move(*this), std::forward<F>(f)); }
-  /// result<f(value)> when this holds a value, else this error.
+  ///@}
+  ///@{
+  /// `f(value())` wrapped in a result (a status when `f` returns void) when this holds a value;
+  /// else this error.
   template <class F>
   auto transform(F&& f) & { return transform_impl(*this, std::forward<F>(f)); }
   template <class F>
   auto transform(F&& f) const& { return transform_impl(*this, std::forward<F>(f)); }
   template <class F>
   auto transform(F&& f) && { return transform_impl(std::move(*this), std::forward<F>(f)); }
-  /// f(error) -> result<T> when this holds an error, else this value.
+  ///@}
+  ///@{
+  /// Calls `f(error())`, which returns a `result<T>`, when this holds an error; else returns this
+  /// value (moved out of an rvalue result).
   template <class F>
   result or_else(F&& f) const& {
     if (has_value_) return *this;
@@ -285,6 +328,7 @@ class [[nodiscard]] result {
     if (has_value_) return std::move(*this);
     return std::forward<F>(f)(error_);
   }
+  ///@}
 
  private:
   template <class Self, class F>
@@ -334,14 +378,15 @@ class [[nodiscard]] result {
   bool has_value_;
 };
 
-/// A fallible operation that returns nothing.
+/// What a fallible operation that produces no value returns: success, or an error.
 using status = result<void>;
 
 // ---------------------------------------------------------------------------------------------
 // Failures inside destructors (cudaFree, cudaStreamDestroy, ...) cannot be returned: they go to a
 // process-wide handler. The default prints one line to stderr.
 
-/// Called with the error of a failed release; must not throw.
+/// A function called with the error of a failed release (cudaFree, cudaStreamDestroy, ...) in a
+/// destructor; it must not throw. See set_release_handler.
 using release_handler = void (*)(const error&) noexcept;
 
 namespace detail {
@@ -354,14 +399,15 @@ inline release_handler& release_handler_slot() noexcept {
 }
 }  // namespace detail
 
-/// Replaces the release handler (null restores the default) and returns the previous one.
-/// Thread-safe.
+/// Replaces the process-wide release handler (null restores the default, which prints one line to
+/// stderr) and returns the previous one. Thread-safe.
 inline release_handler set_release_handler(release_handler handler) noexcept {
   if (handler == nullptr) handler = &detail::default_release_handler;
   return __atomic_exchange_n(&detail::release_handler_slot(), handler, __ATOMIC_ACQ_REL);
 }
 
-/// Passes a failure from a destructor to the current release handler.
+/// Passes `failure` to the current release handler. The library's destructors call it; a user's
+/// own RAII types may too, so that their failed releases are reported the same way.
 inline void report_release_failure(const error& failure) noexcept {
   __atomic_load_n(&detail::release_handler_slot(), __ATOMIC_ACQUIRE)(failure);
 }
@@ -387,7 +433,9 @@ inline void check_release(cudaError_t code, const char* cuda_call) noexcept {
 
 }  // namespace cudamem
 
-/// Propagates an error: `CUDAMEM_TRY(copy(a, b));` returns the error from the enclosing function.
+/// Propagates an error: `CUDAMEM_TRY(copy(a, b));` evaluates its argument (a status or result) once
+/// and, when it holds an error, returns that error from the enclosing function, which must return a
+/// status or a result. The value of a successful result is discarded.
 #define CUDAMEM_TRY(...)                                        \
   do {                                                          \
     if (auto cudamem_try_status_ = (__VA_ARGS__); !cudamem_try_status_) \

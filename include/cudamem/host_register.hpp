@@ -1,4 +1,5 @@
-// cudamem: RAII page-locking of existing pageable host memory (cudaHostRegister).
+/// \file
+/// RAII page-locking of existing pageable host memory (cudaHostRegister).
 #pragma once
 
 #include <cudamem/span.hpp>
@@ -9,12 +10,16 @@
 namespace cudamem {
 
 /// Keeps a pageable range page-locked (and mapped for the device) while it lives; unregisters in
-/// its destructor. Move-only. The range must outlive the registration.
+/// its destructor. Move-only; a moved-from registration is empty. The range must outlive the
+/// registration. It is a viewable of kind pinned, so it goes straight into stream-ordered copies.
 template <class T>
 class host_registration {
  public:
+  /// T, with its const.
   using element_type = T;
+  /// T without const or volatile.
   using value_type = std::remove_cv_t<T>;
+  /// pinned: the registered range is page-locked.
   using kind = pinned;
 
   /// Page-locks `range` (cudaHostRegister, portable and mapped). An empty range registers nothing.
@@ -35,10 +40,12 @@ class host_registration {
     return host_registration(range, true);
   }
 
+  /// Takes over the registration of `other`, which is left empty.
   host_registration(host_registration&& other) noexcept : range_(other.range_), active_(other.active_) {
     other.active_ = false;
     other.range_ = {};
   }
+  /// Unregisters this range first, then takes over the registration of `other`.
   host_registration& operator=(host_registration&& other) noexcept {
     if (this != &other) {
       unregister();
@@ -51,12 +58,16 @@ class host_registration {
   }
   host_registration(const host_registration&) = delete;
   host_registration& operator=(const host_registration&) = delete;
+  /// Unregisters the range (cudaHostUnregister). It does not wait for stream-ordered work that uses
+  /// the range: that must have completed. A failure goes to the release handler.
   ~host_registration() { unregister(); }
 
-  /// The range as page-locked memory: usable in stream-ordered copies while this lives.
+  /// The range as page-locked memory: usable in stream-ordered copies while this lives. Empty for a
+  /// moved-from registration.
   [[nodiscard]] pinned_span<T> view() const noexcept {
     return pinned_span<T>(pinned_ptr<T>(range_.data().get()), range_.size());
   }
+  /// As view().
   operator pinned_span<T>() const noexcept { return view(); }
 
  private:
@@ -72,7 +83,8 @@ class host_registration {
   bool active_;
 };
 
-/// Page-locks `range` while the returned registration lives. See host_registration::register_range.
+/// Page-locks `range` while the returned registration lives, as host_registration::register_range.
+/// Synchronous. Errors: invalid_argument, size_overflow, CUDA errors.
 template <class T>
 [[nodiscard]] result<host_registration<T>> host_register(host_span<T> range) noexcept {
   return host_registration<T>::register_range(range);

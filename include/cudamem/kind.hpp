@@ -1,4 +1,5 @@
-// cudamem: memory kinds as types, their traits, and the copy rules between them, in one table.
+/// \file
+/// Memory kinds as types, their traits, and the copy rules between them, in one place.
 #pragma once
 
 #include <cudamem/detail/config.hpp>
@@ -7,42 +8,44 @@
 
 namespace cudamem {
 
-/// Pageable host memory (new, malloc, std::vector). Only synchronous copies may touch it.
+/// Pageable host memory (new, malloc, std::vector). Kernels cannot touch it, and only the
+/// synchronous copies and fills take it.
 struct host {
-  static constexpr bool host_accessible = true;
-  static constexpr bool device_accessible = false;
-  static constexpr bool page_locked = false;
-  static constexpr const char* name = "host";
+  static constexpr bool host_accessible = true;     ///< host code may read and write it
+  static constexpr bool device_accessible = false;  ///< kernels may not
+  static constexpr bool page_locked = false;        ///< pageable: no stream-ordered copies or fills
+  static constexpr const char* name = "host";       ///< the kind's name, for messages
 };
 /// Page-locked host memory (cudaMallocHost, or pageable memory registered with host_register).
-/// Mapped into the device's address space, so kernels may read it too (zero-copy).
+/// Mapped into the device's address space, so kernels may read and write it too (zero-copy).
 struct pinned {
-  static constexpr bool host_accessible = true;
-  static constexpr bool device_accessible = true;
-  static constexpr bool page_locked = true;
-  static constexpr const char* name = "pinned";
+  static constexpr bool host_accessible = true;    ///< host code may read and write it
+  static constexpr bool device_accessible = true;  ///< kernels may too, through the mapping
+  static constexpr bool page_locked = true;        ///< may take part in stream-ordered copies and fills
+  static constexpr const char* name = "pinned";    ///< the kind's name, for messages
 };
 /// Device memory (cudaMalloc, cudaMallocAsync). Not readable from the host.
 struct device {
-  static constexpr bool host_accessible = false;
-  static constexpr bool device_accessible = true;
-  static constexpr bool page_locked = true;
-  static constexpr const char* name = "device";
+  static constexpr bool host_accessible = false;   ///< host code may not touch it
+  static constexpr bool device_accessible = true;  ///< kernels may read and write it
+  static constexpr bool page_locked = true;        ///< not pageable: stream-ordered copies and fills take it
+  static constexpr const char* name = "device";    ///< the kind's name, for messages
 };
 /// Managed (unified) memory, migrated on demand; readable from both sides.
 struct managed {
-  static constexpr bool host_accessible = true;
-  static constexpr bool device_accessible = true;
-  static constexpr bool page_locked = true;
-  static constexpr const char* name = "managed";
+  static constexpr bool host_accessible = true;    ///< host code may read and write it
+  static constexpr bool device_accessible = true;  ///< kernels may too
+  static constexpr bool page_locked = true;        ///< not pageable: stream-ordered copies and fills take it
+  static constexpr const char* name = "managed";   ///< the kind's name, for messages
 };
 
-/// One of the four kinds above.
+/// Satisfied by the four kinds above (host, pinned, device, managed) and nothing else.
 template <class K>
 concept memory_kind = std::is_same_v<K, host> || std::is_same_v<K, pinned> || std::is_same_v<K, device> ||
                       std::is_same_v<K, managed>;
 
-/// Memory of kind K may be the host side of a stream-ordered copy or fill: it is never pageable.
+/// Whether memory of kind K may take part in a stream-ordered copy or fill: true for every kind
+/// but pageable `host`.
 template <memory_kind K>
 inline constexpr bool stream_orderable = K::page_locked;
 

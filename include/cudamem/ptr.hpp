@@ -1,4 +1,5 @@
-// cudamem: ptr<T, Kind>, a typed address that knows its memory kind and device.
+/// \file
+/// `ptr<T, Kind>`: a typed address that knows its memory kind and device.
 #pragma once
 
 #include <cudamem/device.hpp>
@@ -49,20 +50,24 @@ concept both_sides = K::device_accessible && K::host_accessible;
   }
 #endif
 
-/// A typed address of memory of kind Kind, on device `device()` (host memory: device_id::host()).
-/// Trivially copyable and passed to kernels by value. Arithmetic counts elements. Dereferencing
-/// compiles only on a side that may touch the memory.
+/// A typed address of memory of kind Kind, on device `device()` (host and pinned memory:
+/// device_id::host()). Trivially copyable and passed to kernels by value. Arithmetic counts
+/// elements and is unchecked, like a raw pointer's. Dereferencing compiles only on a side that may
+/// touch the memory: device memory in device code, pageable host memory in host code, the other
+/// kinds in both (in g++ builds, only host code exists).
 template <class T, memory_kind Kind>
 class ptr {
  public:
+  /// T.
   using element_type = T;
+  /// The memory kind.
   using kind = Kind;
 
-  /// A null pointer.
+  /// A null pointer (on device_id::host() for host and pinned memory, else on device 0).
   CUDAMEM_HD constexpr ptr() noexcept : raw_(nullptr), device_(default_device()) {}
   /// Wraps `raw`, which the caller asserts is memory of kind Kind on device `id`.
   CUDAMEM_HD constexpr ptr(T* raw, device_id id) noexcept : raw_(raw), device_(id) {}
-  /// Host memory lives on the host: no device to name.
+  /// Wraps `raw`, host or pinned memory, on device_id::host(): host memory has no device to name.
   CUDAMEM_HD constexpr explicit ptr(T* raw) noexcept requires(std::is_same_v<Kind, host> || std::is_same_v<Kind, pinned>)
       : raw_(raw), device_(device_id::host()) {}
   /// Adds const, or widens pinned to host.
@@ -75,24 +80,39 @@ class ptr {
   CUDAMEM_HD constexpr T* get() const noexcept { return raw_; }
   /// The device the memory lives on (device_id::host() for host and pinned memory).
   CUDAMEM_HD constexpr device_id device() const noexcept { return device_; }
+  /// True when not null.
   CUDAMEM_HD constexpr explicit operator bool() const noexcept { return raw_ != nullptr; }
 
+  /// The element it points to. Compiles only where Kind may be touched (see the class comment).
   CUDAMEM_DETAIL_ACCESSORS(T&, operator*(), { return *raw_; })
+  /// The raw address, for member access. Compiles only where Kind may be touched.
   CUDAMEM_DETAIL_ACCESSORS(T*, operator->(), { return raw_; })
+  /// The element `i` positions away; unchecked. Compiles only where Kind may be touched.
   CUDAMEM_DETAIL_ACCESSORS(T&, operator[]([[maybe_unused]] std::ptrdiff_t i), { return raw_[i]; })
 
+  /// Advances by `n` elements.
   CUDAMEM_HD constexpr ptr& operator+=(std::ptrdiff_t n) noexcept { raw_ += n; return *this; }
+  /// Moves back by `n` elements.
   CUDAMEM_HD constexpr ptr& operator-=(std::ptrdiff_t n) noexcept { raw_ -= n; return *this; }
+  /// Advances by one element.
   CUDAMEM_HD constexpr ptr& operator++() noexcept { ++raw_; return *this; }
+  /// Moves back by one element.
   CUDAMEM_HD constexpr ptr& operator--() noexcept { --raw_; return *this; }
+  /// Advances by one element; returns the old value.
   CUDAMEM_HD constexpr ptr operator++(int) noexcept { ptr old = *this; ++raw_; return old; }
+  /// Moves back by one element; returns the old value.
   CUDAMEM_HD constexpr ptr operator--(int) noexcept { ptr old = *this; --raw_; return old; }
+  /// `p` advanced by `n` elements, on the same device.
   CUDAMEM_HD friend constexpr ptr operator+(ptr p, std::ptrdiff_t n) noexcept { return p += n; }
+  /// `p` advanced by `n` elements, on the same device.
   CUDAMEM_HD friend constexpr ptr operator+(std::ptrdiff_t n, ptr p) noexcept { return p += n; }
+  /// `p` moved back by `n` elements, on the same device.
   CUDAMEM_HD friend constexpr ptr operator-(ptr p, std::ptrdiff_t n) noexcept { return p -= n; }
   /// Elements between two addresses of one allocation.
   CUDAMEM_HD friend constexpr std::ptrdiff_t operator-(ptr a, ptr b) noexcept { return a.raw_ - b.raw_; }
+  /// Equal when both the address and the device are.
   CUDAMEM_HD friend constexpr bool operator==(ptr a, ptr b) noexcept { return a.raw_ == b.raw_ && a.device_ == b.device_; }
+  /// Orders by address only (the device is not compared): meaningful within one allocation.
   CUDAMEM_HD friend constexpr std::strong_ordering operator<=>(ptr a, ptr b) noexcept { return a.raw_ <=> b.raw_; }
 
  private:
@@ -103,12 +123,16 @@ class ptr {
   device_id device_;
 };
 
+/// An address of device memory.
 template <class T>
 using device_ptr = ptr<T, device>;
+/// An address of page-locked host memory.
 template <class T>
 using pinned_ptr = ptr<T, pinned>;
+/// An address of pageable host memory.
 template <class T>
 using host_ptr = ptr<T, host>;
+/// An address of managed memory.
 template <class T>
 using managed_ptr = ptr<T, managed>;
 

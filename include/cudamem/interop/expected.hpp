@@ -1,5 +1,6 @@
-// cudamem: conversion of result<T> to cuda::std::expected<T, error>, for code built around CCCL.
-// Optional: it costs the compile time of <cuda/std/expected>, which the core headers avoid.
+/// \file
+/// Conversions between `result<T>` and `cuda::std::expected<T, error>`, for code built around CCCL.
+/// Optional: it costs the compile time of <cuda/std/expected>, which the core headers avoid.
 #pragma once
 
 #include <cudamem/error.hpp>
@@ -9,7 +10,7 @@
 
 namespace cudamem {
 
-/// The same outcome as a cuda::std::expected<T, error>.
+/// The same outcome as a `cuda::std::expected<T, error>` (the value moved, or the error copied).
 template <class T>
 [[nodiscard]] cuda::std::expected<T, error> to_expected(result<T>&& outcome) {
   if (!outcome) return cuda::std::unexpected<error>(outcome.error());
@@ -17,7 +18,7 @@ template <class T>
   else return cuda::std::expected<T, error>(std::move(*outcome));
 }
 
-/// Back from cuda::std::expected<T, error>.
+/// The same outcome as a `result<T>`: the inverse of to_expected.
 template <class T>
 [[nodiscard]] result<T> from_expected(cuda::std::expected<T, error>&& outcome) {
   if (!outcome) return outcome.error();
