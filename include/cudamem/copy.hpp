@@ -68,28 +68,42 @@ __global__ void fill_kernel(T* first, std::size_t count, T value) {
   const std::size_t stride = std::size_t{gridDim.x} * blockDim.x;
   for (std::size_t i = std::size_t{blockIdx.x} * blockDim.x + threadIdx.x; i < count; i += stride) first[i] = value;
 }
+
+struct fill_fn {
+  template <viewable Dst>
+  [[nodiscard]] status operator()(const Dst& dst, const typename Dst::value_type& value, stream_ref s) const noexcept {
+    using T = typename Dst::value_type;
+    using Kind = typename Dst::kind;
+    static_assert(Kind::device_accessible,
+                  "cudamem::fill: a kernel cannot write pageable host memory; use fill_bytes, or a pinned_buffer");
+    const auto view = dst.view();
+    static_assert(!std::is_const_v<typename decltype(view)::element_type>, "cudamem::fill: a view of const elements");
+    if (auto ok = check_stream(s, "fill"); !ok) return ok;
+    auto bytes = check_fill(operand_of(view), sizeof(T), "fill");
+    if (!bytes) return bytes.error();
+    if (*bytes == 0) return {};
+    // A launch goes to the current device, which must be the stream's.
+    int stream_device = 0;
+    if (auto ok = check(cudaStreamGetDevice(s.get(), &stream_device), "fill", "cudaStreamGetDevice"); !ok) return ok;
+    auto guard = device_guard::set(device_id(stream_device));
+    if (!guard) return guard.error().with_api("fill");
+    constexpr unsigned threads = 256;
+    const std::size_t wanted = (view.size() + threads - 1) / threads;
+    const unsigned blocks = static_cast<unsigned>(wanted < 65536 ? wanted : 65536);
+    fill_kernel<T><<<blocks, threads, 0, s.get()>>>(view.data().get(), view.size(), value);
+    return check(cudaGetLastError(), "fill", "fill_kernel<<<>>>");
+  }
+};
 }  // namespace detail
 
 /// Sets every element of `dst` to `value` with a kernel on `s` (nvcc builds only). Does not
-/// synchronize. The kernel is launched on the current device, which must be the one `s` belongs to.
+/// synchronize. The kernel runs on the device `s` belongs to (made current for the launch, then
+/// restored).
 /// For byte patterns fill_bytes (memset) is faster. Compile-time: kernels may write `dst` (not
 /// pageable host memory). Errors: invalid_argument (null with a count, moved-from stream),
-/// size_overflow, CUDA launch errors.
-template <viewable Dst>
-[[nodiscard]] status fill(const Dst& dst, const typename Dst::value_type& value, stream_ref s) noexcept {
-  using T = typename Dst::value_type;
-  using Kind = typename Dst::kind;
-  static_assert(Kind::device_accessible, "cudamem::fill: a kernel cannot write pageable host memory; use fill_bytes, or a pinned_buffer");
-  const auto view = dst.view();
-  if (auto ok = detail::check_stream(s, "fill"); !ok) return ok;
-  if (auto bytes = detail::check_fill(detail::operand_of(view), sizeof(T), "fill"); !bytes || *bytes == 0)
-    return bytes ? status() : status(bytes.error());
-  constexpr unsigned threads = 256;
-  const std::size_t wanted = (view.size() + threads - 1) / threads;
-  const unsigned blocks = static_cast<unsigned>(wanted < 65536 ? wanted : 65536);
-  detail::fill_kernel<T><<<blocks, threads, 0, s.get()>>>(view.data().get(), view.size(), value);
-  return detail::check(cudaGetLastError(), "fill", "fill_kernel<<<>>>");
-}
+/// size_overflow, CUDA launch errors. A function object, like copy, so that argument-dependent
+/// lookup never picks std::fill instead.
+inline constexpr detail::fill_fn fill{};
 #endif
 
 }  // namespace cudamem

@@ -63,6 +63,7 @@ class error {
   /// what was wrong. The message is cut at 159 characters.
   [[gnu::format(printf, 4, 5)]] error(errc code, const char* api, const char* fmt, ...) noexcept
       : code_(code), status_(cudaSuccess), api_(api), call_(api) {
+    if (api == nullptr) api_ = call_ = api = "cudamem";
     int used = std::snprintf(text_, sizeof text_, "%s: ", api);
     if (used < 0 || static_cast<std::size_t>(used) >= sizeof text_) return;
     std::va_list args;
@@ -174,7 +175,15 @@ class [[nodiscard]] result<void> {
 #endif
   }
   /// The error. Precondition: !has_value().
-  [[nodiscard]] const cudamem::error& error() const noexcept { return error_; }
+  [[nodiscard]] const cudamem::error& error() const noexcept {
+#ifndef NDEBUG
+    if (has_value_) {
+      std::fprintf(stderr, "cudamem: status::error() called on a success\n");
+      std::abort();
+    }
+#endif
+    return error_;
+  }
 
   /// Calls `f()`, which returns a result, on success; else returns this error as that result type.
   template <class F>

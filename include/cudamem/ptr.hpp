@@ -113,7 +113,10 @@ class ptr {
   /// Equal when both the address and the device are.
   CUDAMEM_HD friend constexpr bool operator==(ptr a, ptr b) noexcept { return a.raw_ == b.raw_ && a.device_ == b.device_; }
   /// Orders by address only (the device is not compared): meaningful within one allocation.
-  CUDAMEM_HD friend constexpr std::strong_ordering operator<=>(ptr a, ptr b) noexcept { return a.raw_ <=> b.raw_; }
+  CUDAMEM_HD friend constexpr std::strong_ordering operator<=>(ptr a, ptr b) noexcept {
+    if (const auto by_address = a.raw_ <=> b.raw_; by_address != 0) return by_address;
+    return a.device_.get() <=> b.device_.get();
+  }
 
  private:
   CUDAMEM_HD static constexpr device_id default_device() noexcept {

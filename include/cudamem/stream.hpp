@@ -117,9 +117,13 @@ class stream {
     if (!id) return id.error().with_api("stream::create");
     return create(*id, options);
   }
-  /// Takes ownership of a raw handle created on `id`; it will be destroyed with this object. Not
-  /// checked: `handle` must be a stream the caller created, not a default stream or null.
-  [[nodiscard]] static stream adopt(cudaStream_t handle, device_id id) noexcept { return stream(handle, id); }
+  /// Takes ownership of a raw handle created on `id`; it will be destroyed with this object.
+  /// Errors: invalid_argument for null, cudaStreamLegacy or cudaStreamPerThread (never owned).
+  [[nodiscard]] static result<stream> adopt(cudaStream_t handle, device_id id) noexcept {
+    if (handle == nullptr || handle == cudaStreamLegacy || handle == cudaStreamPerThread)
+      return error(errc::invalid_argument, "stream::adopt", "a default stream cannot be owned");
+    return stream(handle, id);
+  }
 
   /// Takes over the stream of `other`, which is left moved-from.
   stream(stream&& other) noexcept : handle_(other.handle_), device_(other.device_) {

@@ -99,6 +99,7 @@ class error {
   /// what was wrong. The message is cut at 159 characters.
   [[gnu::format(printf, 4, 5)]] error(errc code, const char* api, const char* fmt, ...) noexcept
       : code_(code), status_(cudaSuccess), api_(api), call_(api) {
+    if (api == nullptr) api_ = call_ = api = "cudamem";
     int used = std::snprintf(text_, sizeof text_, "%s: ", api);
     if (used < 0 || static_cast<std::size_t>(used) >= sizeof text_) return;
     std::va_list args;
@@ -210,7 +211,15 @@ class [[nodiscard]] result<void> {
 #endif
   }
   /// The error. Precondition: !has_value().
-  [[nodiscard]] const cudamem::error& error() const noexcept { return error_; }
+  [[nodiscard]] const cudamem::error& error() const noexcept {
+#ifndef NDEBUG
+    if (has_value_) {
+      std::fprintf(stderr, "cudamem: status::error() called on a success\n");
+      std::abort();
+    }
+#endif
+    return error_;
+  }
 
   /// Calls `f()`, which returns a result, on success; else returns this error as that result type.
   template <class F>
@@ -813,9 +822,13 @@ class stream {
     if (!id) return id.error().with_api("stream::create");
     return create(*id, options);
   }
-  /// Takes ownership of a raw handle created on `id`; it will be destroyed with this object. Not
-  /// checked: `handle` must be a stream the caller created, not a default stream or null.
-  [[nodiscard]] static stream adopt(cudaStream_t handle, device_id id) noexcept { return stream(handle, id); }
+  /// Takes ownership of a raw handle created on `id`; it will be destroyed with this object.
+  /// Errors: invalid_argument for null, cudaStreamLegacy or cudaStreamPerThread (never owned).
+  [[nodiscard]] static result<stream> adopt(cudaStream_t handle, device_id id) noexcept {
+    if (handle == nullptr || handle == cudaStreamLegacy || handle == cudaStreamPerThread)
+      return error(errc::invalid_argument, "stream::adopt", "a default stream cannot be owned");
+    return stream(handle, id);
+  }
 
   /// Takes over the stream of `other`, which is left moved-from.
   stream(stream&& other) noexcept : handle_(other.handle_), device_(other.device_) {
@@ -1089,7 +1102,10 @@ class ptr {
   /// Equal when both the address and the device are.
   CUDAMEM_HD friend constexpr bool operator==(ptr a, ptr b) noexcept { return a.raw_ == b.raw_ && a.device_ == b.device_; }
   /// Orders by address only (the device is not compared): meaningful within one allocation.
-  CUDAMEM_HD friend constexpr std::strong_ordering operator<=>(ptr a, ptr b) noexcept { return a.raw_ <=> b.raw_; }
+  CUDAMEM_HD friend constexpr std::strong_ordering operator<=>(ptr a, ptr b) noexcept {
+    if (const auto by_address = a.raw_ <=> b.raw_; by_address != 0) return by_address;
+    return a.device_.get() <=> b.device_.get();
+  }
 
  private:
   CUDAMEM_HD static constexpr device_id default_device() noexcept {
@@ -1896,28 +1912,42 @@ __global__ void fill_kernel(T* first, std::size_t count, T value) {
   const std::size_t stride = std::size_t{gridDim.x} * blockDim.x;
   for (std::size_t i = std::size_t{blockIdx.x} * blockDim.x + threadIdx.x; i < count; i += stride) first[i] = value;
 }
+
+struct fill_fn {
+  template <viewable Dst>
+  [[nodiscard]] status operator()(const Dst& dst, const typename Dst::value_type& value, stream_ref s) const noexcept {
+    using T = typename Dst::value_type;
+    using Kind = typename Dst::kind;
+    static_assert(Kind::device_accessible,
+                  "cudamem::fill: a kernel cannot write pageable host memory; use fill_bytes, or a pinned_buffer");
+    const auto view = dst.view();
+    static_assert(!std::is_const_v<typename decltype(view)::element_type>, "cudamem::fill: a view of const elements");
+    if (auto ok = check_stream(s, "fill"); !ok) return ok;
+    auto bytes = check_fill(operand_of(view), sizeof(T), "fill");
+    if (!bytes) return bytes.error();
+    if (*bytes == 0) return {};
+    // A launch goes to the current device, which must be the stream's.
+    int stream_device = 0;
+    if (auto ok = check(cudaStreamGetDevice(s.get(), &stream_device), "fill", "cudaStreamGetDevice"); !ok) return ok;
+    auto guard = device_guard::set(device_id(stream_device));
+    if (!guard) return guard.error().with_api("fill");
+    constexpr unsigned threads = 256;
+    const std::size_t wanted = (view.size() + threads - 1) / threads;
+    const unsigned blocks = static_cast<unsigned>(wanted < 65536 ? wanted : 65536);
+    fill_kernel<T><<<blocks, threads, 0, s.get()>>>(view.data().get(), view.size(), value);
+    return check(cudaGetLastError(), "fill", "fill_kernel<<<>>>");
+  }
+};
 }  // namespace detail
 
 /// Sets every element of `dst` to `value` with a kernel on `s` (nvcc builds only). Does not
-/// synchronize. The kernel is launched on the current device, which must be the one `s` belongs to.
+/// synchronize. The kernel runs on the device `s` belongs to (made current for the launch, then
+/// restored).
 /// For byte patterns fill_bytes (memset) is faster. Compile-time: kernels may write `dst` (not
 /// pageable host memory). Errors: invalid_argument (null with a count, moved-from stream),
-/// size_overflow, CUDA launch errors.
-template <viewable Dst>
-[[nodiscard]] status fill(const Dst& dst, const typename Dst::value_type& value, stream_ref s) noexcept {
-  using T = typename Dst::value_type;
-  using Kind = typename Dst::kind;
-  static_assert(Kind::device_accessible, "cudamem::fill: a kernel cannot write pageable host memory; use fill_bytes, or a pinned_buffer");
-  const auto view = dst.view();
-  if (auto ok = detail::check_stream(s, "fill"); !ok) return ok;
-  if (auto bytes = detail::check_fill(detail::operand_of(view), sizeof(T), "fill"); !bytes || *bytes == 0)
-    return bytes ? status() : status(bytes.error());
-  constexpr unsigned threads = 256;
-  const std::size_t wanted = (view.size() + threads - 1) / threads;
-  const unsigned blocks = static_cast<unsigned>(wanted < 65536 ? wanted : 65536);
-  detail::fill_kernel<T><<<blocks, threads, 0, s.get()>>>(view.data().get(), view.size(), value);
-  return detail::check(cudaGetLastError(), "fill", "fill_kernel<<<>>>");
-}
+/// size_overflow, CUDA launch errors. A function object, like copy, so that argument-dependent
+/// lookup never picks std::fill instead.
+inline constexpr detail::fill_fn fill{};
 #endif
 
 }  // namespace cudamem

@@ -224,5 +224,9 @@ TEST_CASE("allocations follow the stream's device", "[multi_gpu]") {
   CHECK(attributes.device == 1);
   CHECK(take(current_device()) == device_id(0));
   REQUIRE_OK(on1.memset(0, s1));
+  // A typed fill launches on the stream's device, whatever the current device is.
+  REQUIRE_OK(fill(on1, 5, s1));
   REQUIRE_OK(s1.synchronize());
+  CHECK(test::read_back(on1.view()) == std::vector<int>(100, 5));
+  CHECK(take(current_device()) == device_id(0));
 }

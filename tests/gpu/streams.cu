@@ -47,7 +47,9 @@ TEST_CASE("a moved-from stream or event is refused, and release/adopt hand owner
 
   const cudaStream_t raw = second.release();
   CHECK(raw == handle);
-  stream adopted = stream::adopt(raw, device_id(0));
+  stream adopted = take(stream::adopt(raw, device_id(0)));
+  CHECK(stream::adopt(nullptr, device_id(0)).error().code() == errc::invalid_argument);
+  CHECK(stream::adopt(cudaStreamPerThread, device_id(0)).error().code() == errc::invalid_argument);
   REQUIRE_OK(adopted.synchronize());
 
   event moved = std::move(e);
