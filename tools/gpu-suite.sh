@@ -28,7 +28,8 @@ if want tests; then
   (cd "$BUILD" && ctest -j4 --output-on-failure >"$OUT/ctest.log" 2>&1)
   note "ctest: $(grep -E 'tests passed|tests failed' "$OUT/ctest.log")"
   grep -E "Skipped|Failed|\*\*\*" "$OUT/ctest.log" | head -20 | tee -a "$summary"
-  for example in quickstart pinned_streaming host_program; do
+  for source in examples/*.cu examples/*.cpp; do
+    example=$(basename "${source%.*}")
     "$BUILD/examples/$example" >"$OUT/example_$example.log" 2>&1
     note "example $example: rc=$? $(tail -1 "$OUT/example_$example.log")"
   done
@@ -39,19 +40,21 @@ if want sanitize; then
     local tool=$1 name=$2
     shift 2
     timeout "${SAN_TIMEOUT:-240}" compute-sanitizer --tool "$tool" --error-exitcode 99 "${SAN_EXTRA[@]}" "$@" >"$OUT/san_$name.log" 2>&1
-    note "sanitizer $name: rc=$? $(grep -E '=+ (ERROR SUMMARY|LEAK SUMMARY)' "$OUT/san_$name.log" | tr '\n' ' ')"
+    note "sanitizer $name: rc=$? $(grep -E '=+ (ERROR SUMMARY|LEAK SUMMARY|RACECHECK SUMMARY)|hazard' "$OUT/san_$name.log" | tr '\n' ' ') $(grep -E 'test cases|All tests passed' "$OUT/san_$name.log" | tr '\n' ' ')"
   }
   # The misuse tests provoke CUDA API errors on purpose (a 1 PiB allocation, a double registration,
   # a capture query); memcheck would count each one, so API-error reports are off: memory errors,
   # leaks and kernel faults are still reported.
   SAN_EXTRA=(--leak-check full --report-api-errors no)
-  sanitize memcheck memcheck_gpu "$BUILD/tests/gpu_tests"
+  sanitize memcheck memcheck_gpu "$BUILD/tests/gpu_tests" "~[multi_gpu]"
   sanitize memcheck memcheck_ptds "$BUILD/tests/gpu_tests_ptds"
   sanitize memcheck memcheck_gpp "$BUILD/tests/gpp_end_to_end"
   SAN_EXTRA=()
-  sanitize racecheck racecheck_gpu "$BUILD/tests/gpu_tests" "~[large]"
-  sanitize synccheck synccheck_gpu "$BUILD/tests/gpu_tests" "~[large]"
-  sanitize initcheck initcheck_gpu "$BUILD/tests/gpu_tests" "~[large]"
+  sanitize racecheck racecheck_gpu "$BUILD/tests/gpu_tests" "~[large]~[multi_gpu]"
+  sanitize synccheck synccheck_gpu "$BUILD/tests/gpu_tests" "~[large]~[multi_gpu]"
+  sanitize initcheck initcheck_gpu "$BUILD/tests/gpu_tests" "~[large]~[multi_gpu]"
+  SAN_EXTRA=(--leak-check full --report-api-errors no)
+  CUDAMEM_TEST_MIN_DEVICES=2 sanitize memcheck memcheck_multi_gpu "$BUILD/tests/gpu_tests" "[multi_gpu]"
 fi
 
 if want bench; then

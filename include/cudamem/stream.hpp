@@ -15,6 +15,17 @@ namespace detail {
 /// What a moved-from stream hands out: never a handle CUDA would accept silently (null would be
 /// the legacy default stream), and checked by every library call that takes a stream.
 inline cudaStream_t invalid_stream() noexcept { return reinterpret_cast<cudaStream_t>(~std::uintptr_t{0}); }
+
+/// The outcome of cudaStreamQuery / cudaEventQuery: done, not yet (not an error, and not left in
+/// CUDA's last-error slot), or an error.
+inline result<bool> query_result(cudaError_t code, const char* api, const char* cuda_call) noexcept {
+  if (code == cudaErrorNotReady) {
+    (void)cudaGetLastError();
+    return false;
+  }
+  if (auto s = check(code, api, cuda_call); !s) return s.error();
+  return true;
+}
 }  // namespace detail
 
 /// A non-owning reference to a CUDA stream. Trivially copyable. The owner converts to it, never
@@ -48,13 +59,7 @@ class stream_ref {
   /// synchronize(); not-ready is the value false, never an error.
   [[nodiscard]] result<bool> ready() const noexcept {
     if (!valid()) return moved_from("stream::ready");
-    const cudaError_t code = cudaStreamQuery(handle_);
-    if (code == cudaErrorNotReady) {
-      (void)cudaGetLastError();
-      return false;
-    }
-    if (auto s = detail::check(code, "stream::ready", "cudaStreamQuery"); !s) return s.error();
-    return true;
+    return detail::query_result(cudaStreamQuery(handle_), "stream::ready", "cudaStreamQuery");
   }
   /// Makes work queued on this stream from now on wait for the work `e` captured (its last
   /// record()). Does not block the host. Errors: invalid_argument for a moved-from stream or event;
@@ -246,13 +251,7 @@ class event {
   /// Errors: as synchronize(); not-ready is the value false, never an error.
   [[nodiscard]] result<bool> ready() const noexcept {
     if (!valid()) return moved_from("event::ready");
-    const cudaError_t code = cudaEventQuery(handle_);
-    if (code == cudaErrorNotReady) {
-      (void)cudaGetLastError();
-      return false;
-    }
-    if (auto s = detail::check(code, "event::ready", "cudaEventQuery"); !s) return s.error();
-    return true;
+    return detail::query_result(cudaEventQuery(handle_), "event::ready", "cudaEventQuery");
   }
   /// Milliseconds between two recorded events (both created with timing). Does not block.
   /// Errors: invalid_argument for a moved-from event; cudaErrorNotReady if either has not completed;
