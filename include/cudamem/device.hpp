@@ -80,6 +80,15 @@ class device_guard {
     return device_guard(previous, previous != id.get());
   }
 
+  /// A guard that keeps the current device and restores nothing, for code that needs a guard on
+  /// every path. Errors: CUDA errors (no device, no driver).
+  [[nodiscard]] static result<device_guard> keep_current() noexcept {
+    int current = 0;
+    if (auto s = detail::check(cudaGetDevice(&current), "device_guard::keep_current", "cudaGetDevice"); !s)
+      return s.error();
+    return device_guard(current, false);
+  }
+
   /// Takes over the restore duty of `other`, which then restores nothing.
   device_guard(device_guard&& other) noexcept : previous_(other.previous_), active_(other.active_) {
     other.active_ = false;

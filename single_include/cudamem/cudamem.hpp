@@ -632,6 +632,15 @@ class device_guard {
     return device_guard(previous, previous != id.get());
   }
 
+  /// A guard that keeps the current device and restores nothing, for code that needs a guard on
+  /// every path. Errors: CUDA errors (no device, no driver).
+  [[nodiscard]] static result<device_guard> keep_current() noexcept {
+    int current = 0;
+    if (auto s = detail::check(cudaGetDevice(&current), "device_guard::keep_current", "cudaGetDevice"); !s)
+      return s.error();
+    return device_guard(current, false);
+  }
+
   /// Takes over the restore duty of `other`, which then restores nothing.
   device_guard(device_guard&& other) noexcept : previous_(other.previous_), active_(other.active_) {
     other.active_ = false;
@@ -1184,12 +1193,7 @@ inline result<device_guard> home_device(const operand& a, const operand* b, cons
   device_id home = device_id::host();
   if (a.device_memory || !a.device.is_host()) home = a.device;
   else if (b != nullptr && (b->device_memory || !b->device.is_host())) home = b->device;
-  if (home.is_host()) {
-    auto current = current_device();
-    if (!current) return current.error().with_api(api);
-    home = *current;
-  }
-  auto guard = device_guard::set(home);
+  auto guard = home.is_host() ? device_guard::keep_current() : device_guard::set(home);
   if (!guard) return guard.error().with_api(api);
   return guard;
 }

@@ -53,12 +53,7 @@ inline result<device_guard> home_device(const operand& a, const operand* b, cons
   device_id home = device_id::host();
   if (a.device_memory || !a.device.is_host()) home = a.device;
   else if (b != nullptr && (b->device_memory || !b->device.is_host())) home = b->device;
-  if (home.is_host()) {
-    auto current = current_device();
-    if (!current) return current.error().with_api(api);
-    home = *current;
-  }
-  auto guard = device_guard::set(home);
+  auto guard = home.is_host() ? device_guard::keep_current() : device_guard::set(home);
   if (!guard) return guard.error().with_api(api);
   return guard;
 }
