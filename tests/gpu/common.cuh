@@ -3,7 +3,7 @@
 
 #include <cudamem/cudamem.hpp>
 
-#include <catch2/catch.hpp>
+#include "catch.hpp"
 
 #include <chrono>
 #include <cstdint>

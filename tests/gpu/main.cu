@@ -1,6 +1,6 @@
 // Test runner for GPU tests: exits 77 (CTest: skipped) when the devices the tests need are absent.
 #define CATCH_CONFIG_RUNNER
-#include <catch2/catch.hpp>
+#include "catch.hpp"
 
 #include <cuda_runtime_api.h>
 

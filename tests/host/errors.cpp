@@ -1,7 +1,7 @@
 // Errors and results: formatting, stickiness, the result interface, the release handler.
 #include <cudamem/error.hpp>
 
-#include <catch2/catch.hpp>
+#include "catch.hpp"
 
 #include <cstring>
 #include <memory>

@@ -4,7 +4,7 @@
 #include <cudamem/span.hpp>
 #include <cudamem/buffer.hpp>
 
-#include <catch2/catch.hpp>
+#include "catch.hpp"
 
 #include <type_traits>
 

@@ -2,7 +2,7 @@
 // operation that needs CUDA returns an error naming the call, and nothing crashes or is written.
 #include <cudamem/cudamem.hpp>
 
-#include <catch2/catch.hpp>
+#include "catch.hpp"
 
 #include <cstdint>
 #include <string>

@@ -2,7 +2,7 @@
 // needs a device: the device addresses below are never dereferenced.
 #include <cudamem/cudamem.hpp>
 
-#include <catch2/catch.hpp>
+#include "catch.hpp"
 
 #include <array>
 #include <cstdint>
