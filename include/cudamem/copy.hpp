@@ -1,8 +1,21 @@
 /// \file
-/// copy and fill_bytes for 1D views, synchronous and stream-ordered; a typed fill in nvcc builds.
+/// Copies and fills of views and buffers, synchronous and stream-ordered; a typed fill in nvcc builds.
+///
+///   copy(dst, src)                    complete on return (synchronizes)
+///   copy(dst, src, stream)            ordered on `stream`; returns at once
+///   copy_from_device(dst, src [, s])  copy, with `src` device or managed memory (CuPy's names)
+///   copy_from_host(dst, src [, s])    copy, with `src` host-side memory (host, pinned, managed)
+///   copy_to_host(dst, src [, s])      copy, with `dst` host-side memory
+///   fill_bytes(dst, byte [, s])       memset
+///   fill(dst, value, s)               every element set to `value` by a kernel (nvcc only)
+///
+/// Compile-time rules: element types match and the destination is not const; stream-ordered forms
+/// take no pageable host memory and no temporary owner (a buffer or host registration that would
+/// free its memory while the operation is queued).
 #pragma once
 
 #include <cudamem/buffer.hpp>
+#include <cudamem/detail/transfer.hpp>
 #include <cudamem/span.hpp>
 
 #include <cstddef>
@@ -11,98 +24,202 @@
 namespace cudamem {
 
 namespace detail {
-// copy and fill_bytes are function objects, not function templates, so that argument-dependent
-// lookup never brings std::copy or std::fill into an unqualified call (a std::byte span would).
+template <class T, class K>
+constexpr operand operand_of(span<T, K> view) noexcept {
+  return {view.data().get(), view.size(), 1, 0, view.device(), kind_id_of<K>};
+}
+
+template <class V>
+using view_of = decltype(std::declval<const std::remove_cvref_t<V>&>().view());
+
+/// An owner passed as an rvalue: it goes away at the end of the full expression.
+template <class V>
+concept temporary_owner = !std::is_lvalue_reference_v<V> && requires { requires std::remove_cvref_t<V>::owns_memory; };
+
+template <class Dst, class Src>
+constexpr void check_copy_types() {
+  using T = typename Dst::element_type;
+  using U = typename Src::element_type;
+  static_assert(std::is_same_v<std::remove_cv_t<T>, std::remove_cv_t<U>>,
+                "cudamem::copy: the element types of dst and src differ; copy between views of the same type "
+                "(to copy raw bytes, view both sides with cudamem::as_bytes / as_writable_bytes)");
+  static_assert(!std::is_const_v<T>, "cudamem::copy: dst is a view of const elements");
+}
+
+template <class... Operands>
+constexpr void check_stream_ordered() {
+  static_assert((stream_orderable<typename std::remove_cvref_t<Operands>::kind> && ...),
+                "cudamem: a stream-ordered copy or fill needs page-locked host memory, and an operand is pageable "
+                "(kind host): allocate it as a pinned_buffer, or page-lock it with cudamem::host_register, or call "
+                "the synchronous form without a stream");
+  static_assert(!(temporary_owner<Operands> || ...),
+                "cudamem: a stream-ordered operation on a temporary buffer or host registration, which frees its "
+                "memory at the end of the statement while the operation is still queued; keep it in a variable "
+                "until the stream is done with it");
+}
+
+template <class DstView, class SrcView>
+status copy_views(DstView dst, SrcView src, const char* api) noexcept {
+  check_copy_types<DstView, SrcView>();
+  return copy_sync(operand_of(dst), operand_of(src), sizeof(typename DstView::element_type),
+                   copy_direction<typename DstView::kind, typename SrcView::kind>, api);
+}
+template <class DstView, class SrcView>
+status copy_views(DstView dst, SrcView src, stream_ref s, const char* api) noexcept {
+  check_copy_types<DstView, SrcView>();
+  return copy_async(operand_of(dst), operand_of(src), sizeof(typename DstView::element_type),
+                    copy_direction<typename DstView::kind, typename SrcView::kind>, s, api);
+}
+
+// Which copies a named form takes: `copy` any, CuPy's named forms one side's kind.
+struct any_copy {
+  static constexpr const char* name = "copy";
+  template <class D, class S>
+  static constexpr bool allows = true;
+};
+struct from_device_copy {
+  static constexpr const char* name = "copy_from_device";
+  template <class D, class S>
+  static constexpr bool allows = std::is_same_v<S, device> || std::is_same_v<S, managed>;
+};
+struct from_host_copy {
+  static constexpr const char* name = "copy_from_host";
+  template <class D, class S>
+  static constexpr bool allows = S::host_accessible;
+};
+struct to_host_copy {
+  static constexpr const char* name = "copy_to_host";
+  template <class D, class S>
+  static constexpr bool allows = D::host_accessible;
+};
+
+// Function objects, not function templates, so that argument-dependent lookup never brings
+// std::copy or std::fill into an unqualified call (a std::byte span would).
+template <class Rule>
 struct copy_fn {
-  template <viewable Dst, viewable Src>
-  [[nodiscard]] status operator()(const Dst& dst, const Src& src) const noexcept {
-    return copy_spans(dst.view(), src.view(), "copy");
+  template <class Dst, class Src>
+    requires(viewable<std::remove_cvref_t<Dst>> && viewable<std::remove_cvref_t<Src>> &&
+             Rule::template allows<typename std::remove_cvref_t<Dst>::kind, typename std::remove_cvref_t<Src>::kind>)
+  [[nodiscard]] status operator()(Dst&& dst, Src&& src) const noexcept {
+    return copy_views(dst.view(), src.view(), Rule::name);
   }
-  template <viewable Dst, viewable Src>
-  [[nodiscard]] status operator()(const Dst& dst, const Src& src, stream_ref s) const noexcept {
-    return copy_spans(dst.view(), src.view(), s, "copy");
+  template <class Dst, class Src>
+    requires(viewable<std::remove_cvref_t<Dst>> && viewable<std::remove_cvref_t<Src>> &&
+             Rule::template allows<typename std::remove_cvref_t<Dst>::kind, typename std::remove_cvref_t<Src>::kind>)
+  [[nodiscard]] status operator()(Dst&& dst, Src&& src, stream_ref s) const noexcept {
+    check_stream_ordered<Dst, Src>();
+    return copy_views(dst.view(), src.view(), s, Rule::name);
   }
 };
+
 struct fill_bytes_fn {
-  template <viewable Dst>
-  [[nodiscard]] status operator()(const Dst& dst, unsigned char value) const noexcept {
-    return dst.view().memset(value);
+  template <class Dst>
+    requires viewable<std::remove_cvref_t<Dst>>
+  [[nodiscard]] status operator()(Dst&& dst, unsigned char value) const noexcept {
+    const auto view = dst.view();
+    static_assert(!std::is_const_v<typename decltype(view)::element_type>, "cudamem::fill_bytes: a view of const elements");
+    return fill_sync(operand_of(view), sizeof(typename decltype(view)::element_type), value, "fill_bytes");
   }
-  template <viewable Dst>
-  [[nodiscard]] status operator()(const Dst& dst, unsigned char value, stream_ref s) const noexcept {
-    return dst.view().memset(value, s);
+  template <class Dst>
+    requires viewable<std::remove_cvref_t<Dst>>
+  [[nodiscard]] status operator()(Dst&& dst, unsigned char value, stream_ref s) const noexcept {
+    check_stream_ordered<Dst>();
+    const auto view = dst.view();
+    static_assert(!std::is_const_v<typename decltype(view)::element_type>, "cudamem::fill_bytes: a view of const elements");
+    return fill_async(operand_of(view), sizeof(typename decltype(view)::element_type), value, s, "fill_bytes");
   }
 };
 }  // namespace detail
 
-/// copy(dst, src): copies `src` into `dst` (viewables of the same element type and size) and waits
-/// for it. Synchronizes: complete on return, and ordered after earlier work on the legacy default
-/// stream of the memory's device, also in builds with per-thread default streams. Device memory on
-/// two devices goes through the peer path (correct with or without peer access). Two pageable host
-/// views are copied with memcpy, without CUDA. Compile-time: the element types match and `dst` is
-/// not const. Errors: extents_mismatch, invalid_argument (null with a count), overlap,
-/// size_overflow, out_of_range (a view on a device that does not exist), capture_active (a blocking
-/// stream is capturing), CUDA errors. Nothing is written when an error is returned before the CUDA
-/// call. Empty views copy nothing and succeed.
+/// copy(dst, src): copies `src` into `dst` (views or owners of the same element type and extent)
+/// and waits for it. Synchronizes: complete on return, ordered after earlier work on the legacy
+/// default stream of the memory's device (also in builds with per-thread default streams) and, for
+/// memory on two devices, after earlier work on the legacy stream of each; blocking streams are
+/// ordered with the legacy stream, non-blocking ones (stream::create's default) are not. Two
+/// pageable host views are copied with memcpy, without CUDA. Device memory on two devices goes
+/// through the peer path (correct with or without peer access). A capture in progress on another
+/// stream is left undisturbed; while a blocking stream of the device captures, the copy is refused
+/// before anything is written. Errors: extents_mismatch, invalid_argument (null with elements, a
+/// pitch shorter than its row or beyond the device's maximum), overlap, size_overflow, out_of_range
+/// (a view on a device that does not exist), capture_active, CUDA errors. Empty views copy nothing.
 ///
-/// copy(dst, src, stream): stream-ordered on `stream`; does not synchronize. Compile-time: as the
-/// synchronous form, and neither side is pageable host memory (use pinned_buffer or host_register).
-/// Errors: extents_mismatch, invalid_argument (null with a count, moved-from stream), overlap,
-/// size_overflow, CUDA errors (including a view on a device that does not exist).
-inline constexpr detail::copy_fn copy{};
+/// copy(dst, src, stream): ordered on `stream`; does not synchronize (CUDA itself makes pinned-to-
+/// pinned and pinned-to-pageable copies host-synchronous). Can be captured into a graph. Errors: as
+/// the synchronous form, invalid_argument for a moved-from stream, and no capture_active.
+inline constexpr detail::copy_fn<detail::any_copy> copy{};
+/// copy, for a device or managed `src` (CuPy: copy_from_device, copy_from_device_async).
+inline constexpr detail::copy_fn<detail::from_device_copy> copy_from_device{};
+/// copy, for a host-side `src`: host, pinned or managed (CuPy: copy_from_host, copy_from_host_async).
+inline constexpr detail::copy_fn<detail::from_host_copy> copy_from_host{};
+/// copy, for a host-side `dst`: host, pinned or managed (CuPy: copy_to_host, copy_to_host_async).
+inline constexpr detail::copy_fn<detail::to_host_copy> copy_to_host{};
 
 /// fill_bytes(dst, value): sets every byte of `dst` to `value` (memset) and waits for it.
 /// Synchronizes, as copy(dst, src); pageable host memory is set with memset, without CUDA.
-/// Compile-time: `dst` is not const. Errors: invalid_argument (null with a count), size_overflow,
-/// out_of_range (a view on a device that does not exist), capture_active, CUDA errors.
-///
-/// fill_bytes(dst, value, stream): stream-ordered on `stream`; does not synchronize. Compile-time:
-/// as the synchronous form, and `dst` is not pageable host memory. Errors: invalid_argument (null
-/// with a count, moved-from stream), size_overflow, CUDA errors.
+/// fill_bytes(dst, value, stream): ordered on `stream`; does not synchronize; no pageable memory.
+/// Compile-time: `dst` is not const. Errors: as copy (CuPy: memset, memset_async).
 inline constexpr detail::fill_bytes_fn fill_bytes{};
 
 #if defined(__CUDACC__)
 namespace detail {
 template <class T>
-__global__ void fill_kernel(T* first, std::size_t count, T value) {
+__global__ void fill_kernel(char* first, std::size_t width, std::size_t height, std::size_t pitch, T value) {
   const std::size_t stride = std::size_t{gridDim.x} * blockDim.x;
-  for (std::size_t i = std::size_t{blockIdx.x} * blockDim.x + threadIdx.x; i < count; i += stride) first[i] = value;
+  const std::size_t start = std::size_t{blockIdx.x} * blockDim.x + threadIdx.x;
+  if (height == 1) {
+    T* const row = reinterpret_cast<T*>(first);
+    for (std::size_t i = start; i < width; i += stride) row[i] = value;
+    return;
+  }
+  for (std::size_t i = start; i < width * height; i += stride) {
+    const std::size_t row = i / width;
+    reinterpret_cast<T*>(first + row * pitch)[i - row * width] = value;
+  }
 }
 
 struct fill_fn {
-  template <viewable Dst>
-  [[nodiscard]] status operator()(const Dst& dst, const typename Dst::value_type& value, stream_ref s) const noexcept {
-    using T = typename Dst::value_type;
-    using Kind = typename Dst::kind;
-    static_assert(Kind::device_accessible,
-                  "cudamem::fill: a kernel cannot write pageable host memory; use fill_bytes, or a pinned_buffer");
+  template <class Dst, class V>
+    requires viewable<std::remove_cvref_t<Dst>>
+  [[nodiscard]] status operator()(Dst&& dst, const V& value, stream_ref s) const noexcept {
     const auto view = dst.view();
-    static_assert(!std::is_const_v<typename decltype(view)::element_type>, "cudamem::fill: a view of const elements");
-    if (auto ok = check_stream(s, "fill"); !ok) return ok;
-    auto bytes = check_fill(operand_of(view), sizeof(T), "fill");
-    if (!bytes) return bytes.error();
-    if (*bytes == 0) return {};
-    // A launch goes to the current device, which must be the stream's.
-    int stream_device = 0;
-    if (auto ok = check(cudaStreamGetDevice(s.get(), &stream_device), "fill", "cudaStreamGetDevice"); !ok) return ok;
-    auto guard = device_guard::set(device_id(stream_device));
-    if (!guard) return guard.error().with_api("fill");
+    using View = decltype(view);
+    using T = typename View::value_type;
+    static_assert(View::kind::device_accessible,
+                  "cudamem::fill: a kernel cannot write pageable host memory; use fill_bytes, or a pinned_buffer");
+    static_assert(!std::is_const_v<typename View::element_type>, "cudamem::fill: a view of const elements");
+    static_assert(requires { T{std::declval<const V&>()}; },
+                  "cudamem::fill: the value converts to the element type only by narrowing; pass a value of the "
+                  "element type (3.0f for float, int(x) for int)");
+    check_stream_ordered<Dst>();
+    constexpr const char* api = "fill";
+    if (!s.valid()) return error(errc::invalid_argument, api, "the stream was moved from");
+    auto plan = plan_fill(operand_of(view), sizeof(T), 0, api);
+    if (!plan) return plan.error();
+    if (plan->dst.empty()) return {};
+    auto launch = s.device();
+    if (!launch) return launch.error().with_api(api);
+    if (auto ok = check_kernel_access(*launch, plan->dst, api); !ok) return ok;
+    auto guard = device_guard::set(*launch);  // a launch goes to the current device
+    if (!guard) return guard.error().with_api(api);
+    const region& d = plan->dst;
+    const std::size_t width = d.contiguous() ? d.row_bytes * d.rows / sizeof(T) : d.row_bytes / sizeof(T);
+    const std::size_t height = d.contiguous() ? 1 : d.rows;
     constexpr unsigned threads = 256;
-    const std::size_t wanted = (view.size() + threads - 1) / threads;
+    const std::size_t wanted = (width * height + threads - 1) / threads;
     const unsigned blocks = static_cast<unsigned>(wanted < 65536 ? wanted : 65536);
-    fill_kernel<T><<<blocks, threads, 0, s.get()>>>(view.data().get(), view.size(), value);
-    return check(cudaGetLastError(), "fill", "fill_kernel<<<>>>");
+    fill_kernel<T><<<blocks, threads, 0, s.get()>>>(static_cast<char*>(d.addr), width, height, d.pitch, T{value});
+    return check(cudaGetLastError(), api, "fill_kernel<<<>>>");
   }
 };
 }  // namespace detail
 
-/// Sets every element of `dst` to `value` with a kernel on `s` (nvcc builds only). Does not
-/// synchronize. The kernel runs on the device `s` belongs to (made current for the launch, then
-/// restored).
-/// For byte patterns fill_bytes (memset) is faster. Compile-time: kernels may write `dst` (not
-/// pageable host memory). Errors: invalid_argument (null with a count, moved-from stream),
-/// size_overflow, CUDA launch errors. A function object, like copy, so that argument-dependent
-/// lookup never picks std::fill instead.
+/// fill(dst, value, stream): sets every element of `dst` to `value` with a kernel on `stream`'s
+/// device (nvcc builds only). Does not synchronize; can be captured into a graph. For byte patterns
+/// fill_bytes (memset) is faster. Compile-time: kernels may write `dst` (not pageable host memory),
+/// `value` converts to the element type without narrowing, `dst` is not a temporary owner. Errors:
+/// invalid_argument (null with elements, a moved-from stream, device memory of another device than
+/// the stream's: refused before anything is launched), size_overflow, capture_active (an adopted
+/// stream of unknown device that is capturing), CUDA launch errors.
 inline constexpr detail::fill_fn fill{};
 #endif
 

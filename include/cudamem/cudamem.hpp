@@ -11,6 +11,7 @@
 #include <cudamem/stream.hpp>
 #include <cudamem/ptr.hpp>
 #include <cudamem/span.hpp>
+#include <cudamem/resource.hpp>
 #include <cudamem/buffer.hpp>
 #include <cudamem/copy.hpp>
 #include <cudamem/host_register.hpp>

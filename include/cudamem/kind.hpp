@@ -65,4 +65,14 @@ inline constexpr cudaMemcpyKind copy_direction = [] {
   else return cudaMemcpyDeviceToDevice;
 }();
 
+namespace detail {
+/// A kind as a run-time value, for the untyped transfer engine.
+enum class kind_id : unsigned char { host, pinned, device, managed };
+template <memory_kind K>
+inline constexpr kind_id kind_id_of = std::is_same_v<K, host>     ? kind_id::host
+                                      : std::is_same_v<K, pinned> ? kind_id::pinned
+                                      : std::is_same_v<K, device> ? kind_id::device
+                                                                  : kind_id::managed;
+}  // namespace detail
+
 }  // namespace cudamem

@@ -5,7 +5,6 @@
 #include <cudamem/device.hpp>
 #include <cudamem/kind.hpp>
 
-#include <compare>
 #include <cstddef>
 #include <type_traits>
 
@@ -112,11 +111,16 @@ class ptr {
   CUDAMEM_HD friend constexpr std::ptrdiff_t operator-(ptr a, ptr b) noexcept { return a.raw_ - b.raw_; }
   /// Equal when both the address and the device are.
   CUDAMEM_HD friend constexpr bool operator==(ptr a, ptr b) noexcept { return a.raw_ == b.raw_ && a.device_ == b.device_; }
-  /// Orders by address only (the device is not compared): meaningful within one allocation.
-  CUDAMEM_HD friend constexpr std::strong_ordering operator<=>(ptr a, ptr b) noexcept {
-    if (const auto by_address = a.raw_ <=> b.raw_; by_address != 0) return by_address;
-    return a.device_.get() <=> b.device_.get();
+  ///@{
+  /// Orders by address, then by device (consistent with ==); meaningful within one allocation.
+  /// Usable in kernels.
+  CUDAMEM_HD friend constexpr bool operator<(ptr a, ptr b) noexcept {
+    return a.raw_ != b.raw_ ? a.raw_ < b.raw_ : a.device_.get() < b.device_.get();
   }
+  CUDAMEM_HD friend constexpr bool operator>(ptr a, ptr b) noexcept { return b < a; }
+  CUDAMEM_HD friend constexpr bool operator<=(ptr a, ptr b) noexcept { return !(b < a); }
+  CUDAMEM_HD friend constexpr bool operator>=(ptr a, ptr b) noexcept { return !(a < b); }
+  ///@}
 
  private:
   CUDAMEM_HD static constexpr device_id default_device() noexcept {

@@ -2,7 +2,7 @@
 /// `span<T, Kind>`: a typed pointer and a count, the 1D view passed to copies and kernels.
 #pragma once
 
-#include <cudamem/detail/transfer.hpp>
+#include <cudamem/detail/arith.hpp>
 #include <cudamem/ptr.hpp>
 
 #include <concepts>
@@ -15,9 +15,10 @@ namespace cudamem {
 template <class T, memory_kind Kind>
 class span;
 
-/// Anything that names its memory kind (`kind`) and offers a typed 1D view through `view()`: span,
+/// Anything that names its memory kind (`kind`) and offers a typed view through `view()`: span,
 /// buffer, host_registration. Copies and fills take these, so a buffer needs no conversion at the
-/// call site.
+/// call site. Owners (buffer, host_registration) also say `owns_memory`: a stream-ordered operation
+/// refuses a temporary owner, which would free its memory while the operation is still queued.
 template <class V>
 concept viewable = requires(const V& v) {
   typename V::kind;
@@ -25,12 +26,10 @@ concept viewable = requires(const V& v) {
 };
 
 /// A non-owning view of `size()` elements of kind Kind. Trivially copyable; pass it to kernels by
-/// value. Host-side slicing is bounds-checked and returns a result; operator[] is unchecked, and
-/// compiles only on a side that may touch the memory. The members copy_from, copy_to, copy_to_host,
-/// copy_from_host, copy_from_device and memset are CuPy's MemoryPointer operations, typed
-/// (docs/cupy-mapping.md): without a stream they synchronize (complete before returning); with one
-/// they are stream-ordered and do not synchronize, and then the host side must be page-locked
-/// (checked at compile time). Their errors are those of cudamem::copy and cudamem::fill_bytes.
+/// value. Host-side slicing (subspan, first, last) is bounds-checked and returns a result; kernels
+/// slice with subspan_unchecked. operator[] compiles only on a side that may touch the memory and
+/// is checked by CUDAMEM_ASSERT in debug builds. Copies and fills of views are in copy.hpp: a view
+/// knows nothing of streams or of the transfer engine.
 template <class T, memory_kind Kind>
 class span {
  public:
@@ -81,92 +80,57 @@ class span {
   /// This view (so that spans and buffers are interchangeable in copies).
   CUDAMEM_HD constexpr span view() const noexcept { return *this; }
 
-  /// Element `i`; unchecked. Compiles only on a side that may touch Kind (see ptr).
-  CUDAMEM_DETAIL_ACCESSORS(T&, operator[]([[maybe_unused]] std::size_t i), { return data_.get()[i]; })
+  /// Element `i`; unchecked in release builds, CUDAMEM_ASSERT in debug builds (host and device).
+  /// Compiles only on a side that may touch Kind (see ptr).
+  CUDAMEM_DETAIL_ACCESSORS(T&, operator[](std::size_t i), {
+    CUDAMEM_ASSERT(i < size_, "span index out of range");
+    return data_.get()[i];
+  })
   /// The raw address of the first element, for range-for. Compiles only where Kind may be touched.
   CUDAMEM_DETAIL_ACCESSORS(T*, begin(), { return data_.get(); })
   /// The raw address past the last element. Compiles only where Kind may be touched.
   CUDAMEM_DETAIL_ACCESSORS(T*, end(), { return data_.get() + size_; })
 
+  /// Elements [offset, offset + count), unchecked: for kernels and hot loops (CUDAMEM_ASSERT in
+  /// debug builds). Host code that can fail should call subspan().
+  CUDAMEM_HD constexpr span subspan_unchecked(std::size_t offset, std::size_t count) const noexcept {
+    CUDAMEM_ASSERT(offset <= size_ && count <= size_ - offset, "subspan out of range");
+    return span(data_ + static_cast<std::ptrdiff_t>(offset), count);
+  }
   /// Elements [offset, offset + count). Errors: out_of_range when that leaves the view.
   [[nodiscard]] result<span> subspan(std::size_t offset, std::size_t count) const noexcept {
     if (offset > size_ || count > size_ - offset)
       return error(errc::out_of_range, "span::subspan", "[%zu, %zu + %zu) is outside a span of %zu", offset, offset,
                    count, size_);
-    return span(data_ + static_cast<std::ptrdiff_t>(offset), count);
+    return slice(offset, count, "span::subspan");
   }
   /// Elements [offset, size()). Errors: out_of_range when offset > size().
   [[nodiscard]] result<span> subspan(std::size_t offset) const noexcept {
     if (offset > size_)
       return error(errc::out_of_range, "span::subspan", "offset %zu is outside a span of %zu", offset, size_);
-    return span(data_ + static_cast<std::ptrdiff_t>(offset), size_ - offset);
+    return slice(offset, size_ - offset, "span::subspan");
   }
   /// The first `count` elements. Errors: out_of_range when count > size().
   [[nodiscard]] result<span> first(std::size_t count) const noexcept {
     if (count > size_) return error(errc::out_of_range, "span::first", "%zu elements from a span of %zu", count, size_);
-    return span(data_, count);
+    return slice(0, count, "span::first");
   }
   /// The last `count` elements. Errors: out_of_range when count > size().
   [[nodiscard]] result<span> last(std::size_t count) const noexcept {
     if (count > size_) return error(errc::out_of_range, "span::last", "%zu elements from a span of %zu", count, size_);
-    return span(data_ + static_cast<std::ptrdiff_t>(size_ - count), count);
+    return slice(size_ - count, count, "span::last");
   }
 
-  /// Copies `src` into this view, as `copy(*this, src)` (CuPy: copy_from, copy_from_device,
-  /// copy_from_host). Synchronizes. Errors: as cudamem::copy.
-  template <viewable Src>
-  [[nodiscard]] status copy_from(const Src& src) const noexcept;
-  /// Copies `src` into this view on `s`, as `copy(*this, src, s)` (CuPy: copy_from_async and its
-  /// _device/_host forms). Does not synchronize. Errors: as cudamem::copy with a stream.
-  template <viewable Src>
-  [[nodiscard]] status copy_from(const Src& src, stream_ref s) const noexcept;
-  /// Copies this view into `dst`, as `copy(dst, *this)`. Synchronizes. Errors: as cudamem::copy.
-  template <viewable Dst>
-  [[nodiscard]] status copy_to(const Dst& dst) const noexcept;
-  /// Copies this view into `dst` on `s`, as `copy(dst, *this, s)`. Does not synchronize. Errors: as
-  /// cudamem::copy with a stream.
-  template <viewable Dst>
-  [[nodiscard]] status copy_to(const Dst& dst, stream_ref s) const noexcept;
-
-  /// copy_to restricted to a host-side destination: host, pinned or managed (CuPy: copy_to_host).
-  /// Synchronizes. Errors: as cudamem::copy.
-  template <viewable Dst>
-    requires Dst::kind::host_accessible
-  [[nodiscard]] status copy_to_host(const Dst& dst) const noexcept { return copy_to(dst); }
-  /// Stream-ordered copy_to_host (CuPy: copy_to_host_async); `dst` must be pinned or managed. Does
-  /// not synchronize. Errors: as cudamem::copy with a stream.
-  template <viewable Dst>
-    requires Dst::kind::host_accessible
-  [[nodiscard]] status copy_to_host(const Dst& dst, stream_ref s) const noexcept { return copy_to(dst, s); }
-  /// copy_from restricted to a host-side source: host, pinned or managed (CuPy: copy_from_host).
-  /// Synchronizes. Errors: as cudamem::copy.
-  template <viewable Src>
-    requires Src::kind::host_accessible
-  [[nodiscard]] status copy_from_host(const Src& src) const noexcept { return copy_from(src); }
-  /// Stream-ordered copy_from_host (CuPy: copy_from_host_async); `src` must be pinned or managed.
-  /// Does not synchronize. Errors: as cudamem::copy with a stream.
-  template <viewable Src>
-    requires Src::kind::host_accessible
-  [[nodiscard]] status copy_from_host(const Src& src, stream_ref s) const noexcept { return copy_from(src, s); }
-  /// copy_from restricted to a device-side source: device or managed (CuPy: copy_from_device).
-  /// Synchronizes. Errors: as cudamem::copy.
-  template <viewable Src>
-    requires(std::is_same_v<typename Src::kind, cudamem::device> || std::is_same_v<typename Src::kind, managed>)
-  [[nodiscard]] status copy_from_device(const Src& src) const noexcept { return copy_from(src); }
-  /// Stream-ordered copy_from_device (CuPy: copy_from_device_async). Does not synchronize. Errors:
-  /// as cudamem::copy with a stream.
-  template <viewable Src>
-    requires(std::is_same_v<typename Src::kind, cudamem::device> || std::is_same_v<typename Src::kind, managed>)
-  [[nodiscard]] status copy_from_device(const Src& src, stream_ref s) const noexcept { return copy_from(src, s); }
-
-  /// Sets every byte to `value`, as `fill_bytes(*this, value)` (CuPy: memset). Synchronizes.
-  /// Errors: as cudamem::fill_bytes.
-  [[nodiscard]] status memset(unsigned char value) const noexcept;
-  /// Sets every byte to `value` on `s`, as `fill_bytes(*this, value, s)` (CuPy: memset_async).
-  /// Does not synchronize. Errors: as cudamem::fill_bytes with a stream.
-  [[nodiscard]] status memset(unsigned char value, stream_ref s) const noexcept;
-
  private:
+  // A null view stays null (so copies still refuse it), and an offset that pointer arithmetic
+  // cannot represent is refused instead of wrapping backwards.
+  result<span> slice(std::size_t offset, std::size_t count, const char* api) const noexcept {
+    if (!detail::steppable(offset, sizeof(T)))
+      return error(errc::size_overflow, api, "offset %zu is beyond what a pointer can step", offset);
+    if (data_.get() == nullptr) return span(data_, count);
+    return span(data_ + static_cast<std::ptrdiff_t>(offset), count);
+  }
+
   pointer data_;
   std::size_t size_;
 };
@@ -204,94 +168,24 @@ template <class T>
 }
 
 /// The bytes of a view, as const bytes of the same kind and device: for copying raw bytes between
-/// views of different element types.
+/// views of different element types. Errors: size_overflow when the byte count does not fit
+/// std::size_t (a typed copy would refuse the view; so must its bytes).
 template <class T, memory_kind Kind>
-[[nodiscard]] CUDAMEM_HD span<const std::byte, Kind> as_bytes(span<T, Kind> view) noexcept {
+[[nodiscard]] result<span<const std::byte, Kind>> as_bytes(span<T, Kind> view) noexcept {
+  auto bytes = detail::bytes_of(view.size(), sizeof(T), "as_bytes");
+  if (!bytes) return bytes.error();
   return span<const std::byte, Kind>(
-      ptr<const std::byte, Kind>(reinterpret_cast<const std::byte*>(view.data().get()), view.device()), view.size_bytes());
+      ptr<const std::byte, Kind>(reinterpret_cast<const std::byte*>(view.data().get()), view.device()), *bytes);
 }
 /// The bytes of a view of non-const elements, writable: the destination side of a raw-byte copy.
+/// Errors: as as_bytes.
 template <class T, memory_kind Kind>
   requires(!std::is_const_v<T>)
-[[nodiscard]] CUDAMEM_HD span<std::byte, Kind> as_writable_bytes(span<T, Kind> view) noexcept {
+[[nodiscard]] result<span<std::byte, Kind>> as_writable_bytes(span<T, Kind> view) noexcept {
+  auto bytes = detail::bytes_of(view.size(), sizeof(T), "as_writable_bytes");
+  if (!bytes) return bytes.error();
   return span<std::byte, Kind>(ptr<std::byte, Kind>(reinterpret_cast<std::byte*>(view.data().get()), view.device()),
-                               view.size_bytes());
-}
-
-namespace detail {
-template <class T, class K>
-constexpr operand operand_of(span<T, K> view) noexcept {
-  return {view.data().get(), view.size(), view.device(), std::is_same_v<K, device>, std::is_same_v<K, host>};
-}
-
-template <class T, class U>
-constexpr void check_copy_types() {
-  static_assert(std::is_same_v<std::remove_cv_t<T>, std::remove_cv_t<U>>,
-                "cudamem::copy: the element types of dst and src differ; copy between spans of the same type "
-                "(to copy raw bytes, view both sides with cudamem::as_bytes / as_writable_bytes)");
-  static_assert(!std::is_const_v<T>, "cudamem::copy: dst is a view of const elements");
-  static_assert(std::is_trivially_copyable_v<T>, "cudamem::copy: T must be trivially copyable");
-}
-
-template <class DstKind, class SrcKind>
-constexpr void check_stream_ordered_copy() {
-  static_assert(stream_orderable<DstKind> && stream_orderable<SrcKind>,
-                "cudamem: a stream-ordered copy needs page-locked host memory, and one side is pageable "
-                "(kind host): allocate it as a pinned_buffer, or page-lock it with cudamem::host_register, "
-                "or call the synchronous form without a stream");
-}
-
-template <class Kind>
-constexpr void check_stream_ordered_fill() {
-  static_assert(stream_orderable<Kind>,
-                "cudamem: a stream-ordered fill needs page-locked host memory, and this view is pageable "
-                "(kind host): allocate it as a pinned_buffer, or page-lock it with cudamem::host_register, "
-                "or call the synchronous form without a stream");
-}
-
-template <class T, class DstKind, class U, class SrcKind>
-status copy_spans(span<T, DstKind> dst, span<U, SrcKind> src, const char* api) noexcept {
-  check_copy_types<T, U>();
-  return copy_sync(operand_of(dst), operand_of(src), sizeof(T), copy_direction<DstKind, SrcKind>, api);
-}
-template <class T, class DstKind, class U, class SrcKind>
-status copy_spans(span<T, DstKind> dst, span<U, SrcKind> src, stream_ref s, const char* api) noexcept {
-  check_copy_types<T, U>();
-  check_stream_ordered_copy<DstKind, SrcKind>();
-  return copy_async(operand_of(dst), operand_of(src), sizeof(T), copy_direction<DstKind, SrcKind>, s, api);
-}
-}  // namespace detail
-
-template <class T, memory_kind Kind>
-template <viewable Src>
-status span<T, Kind>::copy_from(const Src& src) const noexcept {
-  return detail::copy_spans(*this, src.view(), "copy_from");
-}
-template <class T, memory_kind Kind>
-template <viewable Src>
-status span<T, Kind>::copy_from(const Src& src, stream_ref s) const noexcept {
-  return detail::copy_spans(*this, src.view(), s, "copy_from");
-}
-template <class T, memory_kind Kind>
-template <viewable Dst>
-status span<T, Kind>::copy_to(const Dst& dst) const noexcept {
-  return detail::copy_spans(dst.view(), *this, "copy_to");
-}
-template <class T, memory_kind Kind>
-template <viewable Dst>
-status span<T, Kind>::copy_to(const Dst& dst, stream_ref s) const noexcept {
-  return detail::copy_spans(dst.view(), *this, s, "copy_to");
-}
-template <class T, memory_kind Kind>
-status span<T, Kind>::memset(unsigned char value) const noexcept {
-  static_assert(!std::is_const_v<T>, "cudamem: memset on a view of const elements");
-  return detail::fill_sync(detail::operand_of(*this), sizeof(T), value, "memset");
-}
-template <class T, memory_kind Kind>
-status span<T, Kind>::memset(unsigned char value, stream_ref s) const noexcept {
-  static_assert(!std::is_const_v<T>, "cudamem: memset on a view of const elements");
-  detail::check_stream_ordered_fill<Kind>();
-  return detail::fill_async(detail::operand_of(*this), sizeof(T), value, s, "memset");
+                               *bytes);
 }
 
 }  // namespace cudamem

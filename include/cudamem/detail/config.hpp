@@ -26,3 +26,28 @@
 #else
 #define CUDAMEM_IN_DEVICE_CODE 0
 #endif
+
+// CUDAMEM_ASSERT(condition, message): a precondition check usable in host and device code, for
+// what is too hot to return a result (operator[] of views, unchecked slicing). In debug builds a
+// failure prints the condition and message and aborts (host) or traps (device); under NDEBUG it
+// compiles to nothing and the condition is not evaluated.
+#if defined(NDEBUG)
+#define CUDAMEM_ASSERT(condition, message) ((void)0)
+#else
+#include <cstdio>
+#include <cstdlib>
+namespace cudamem::detail {
+[[noreturn]] CUDAMEM_HD inline void assertion_failed(const char* condition, const char* message, const char* file,
+                                                     int line) noexcept {
+#if CUDAMEM_IN_DEVICE_CODE
+  printf("%s:%d: cudamem assertion failed: %s (%s)\n", file, line, condition, message);
+  __trap();
+#else
+  std::fprintf(stderr, "%s:%d: cudamem assertion failed: %s (%s)\n", file, line, condition, message);
+  std::abort();
+#endif
+}
+}  // namespace cudamem::detail
+#define CUDAMEM_ASSERT(condition, message) \
+  ((condition) ? (void)0 : ::cudamem::detail::assertion_failed(#condition, message, __FILE__, __LINE__))
+#endif

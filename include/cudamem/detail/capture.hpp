@@ -1,0 +1,23 @@
+// cudamem: keeping the library's own calls out of the user's stream captures. Internal.
+#pragma once
+
+#include <cudamem/detail/config.hpp>
+
+namespace cudamem::detail {
+
+/// Switches the calling thread to relaxed stream-capture mode while it lives, then back. A capture
+/// in global or thread-local mode makes CUDA refuse "unsafe" calls (cudaMalloc, a synchronize) from
+/// other code and invalidates the capture; the library's synchronous operations and allocations
+/// are not part of any capture, so they run in relaxed mode, as PyTorch's allocator does.
+class relaxed_capture_scope {
+ public:
+  relaxed_capture_scope() noexcept { (void)cudaThreadExchangeStreamCaptureMode(&mode_); }
+  ~relaxed_capture_scope() { (void)cudaThreadExchangeStreamCaptureMode(&mode_); }
+  relaxed_capture_scope(const relaxed_capture_scope&) = delete;
+  relaxed_capture_scope& operator=(const relaxed_capture_scope&) = delete;
+
+ private:
+  cudaStreamCaptureMode mode_ = cudaStreamCaptureModeRelaxed;
+};
+
+}  // namespace cudamem::detail

@@ -1,0 +1,211 @@
+/// \file
+/// Memory resources: where a buffer's memory comes from and goes back to. One resource per kind,
+/// with the stream-first interface that CCCL's cuda::mr and RMM settled on, and `resource_ref<K>`,
+/// the type-erased handle a buffer keeps so that it frees through the resource it came from.
+///
+///   concept memory_resource_for<R, K>     R::kind is K; allocate / deallocate as below
+///   result<void*> allocate(stream_ref s, std::size_t bytes, std::size_t alignment) noexcept
+///   void deallocate(stream_ref s, void* p, std::size_t bytes, std::size_t alignment) noexcept
+///   device_malloc_resource   cudaMalloc / cudaFree                  (kind device)
+///   device_pool_resource     cudaMallocAsync / cudaFreeAsync on s   (kind device)
+///   pinned_resource          cudaMallocHost / cudaFreeHost          (kind pinned)
+///   managed_resource         cudaMallocManaged / cudaFree           (kind managed)
+///   host_resource            aligned operator new / delete          (kind host)
+///   resource_ref<K>          non-owning handle to any resource of kind K
+#pragma once
+
+#include <cudamem/detail/capture.hpp>
+#include <cudamem/kind.hpp>
+#include <cudamem/stream.hpp>
+
+#include <concepts>
+#include <cstddef>
+#include <new>
+#include <type_traits>
+
+namespace cudamem {
+
+/// A memory resource for kind K: it names the kind it serves, allocates `bytes` aligned to
+/// `alignment` ordered on a stream (a resource that is not stream-ordered ignores the stream), and
+/// takes the memory back on a stream, without failing (a failed release goes to the release
+/// handler). The device a resource allocates on is the current one; buffers make their device
+/// current around both calls.
+template <class R, class K>
+concept memory_resource_for =
+    memory_kind<K> && std::is_same_v<typename R::kind, K> && requires(R& r, stream_ref s, void* p, std::size_t n) {
+      { r.allocate(s, n, n) } noexcept -> std::same_as<result<void*>>;
+      { r.deallocate(s, p, n, n) } noexcept;
+    };
+
+namespace detail {
+/// CUDA's allocators align to 256 bytes; a larger alignment cannot be promised.
+inline status check_cuda_alignment(std::size_t alignment, const char* api) noexcept {
+  if (alignment == 0 || (alignment & (alignment - 1)) != 0)
+    return error(errc::invalid_argument, api, "alignment %zu is not a power of two", alignment);
+  if (alignment > 256)
+    return error(errc::not_supported, api, "alignment %zu exceeds the 256 bytes CUDA allocations guarantee", alignment);
+  return {};
+}
+
+/// The shape shared by the synchronous CUDA allocators: relaxed capture mode (an allocation is not
+/// part of anyone's stream capture), the alignment check, one call.
+template <class Call>
+result<void*> cuda_allocate(std::size_t alignment, const char* cuda_call, Call&& call) noexcept {
+  if (auto ok = check_cuda_alignment(alignment, cuda_call); !ok) return ok.error();
+  relaxed_capture_scope relaxed;
+  void* raw = nullptr;
+  if (auto ok = check(call(&raw), nullptr, cuda_call); !ok) return ok.error();
+  return raw;
+}
+inline void cuda_release(cudaError_t code, const char* cuda_call) noexcept { check_release(code, cuda_call); }
+}  // namespace detail
+
+/// Device memory from cudaMalloc on the current device: usable on every stream at once. Synchronous;
+/// the stream is ignored. cudaFree synchronizes the device.
+struct device_malloc_resource {
+  using kind = device;
+  [[nodiscard]] result<void*> allocate(stream_ref, std::size_t bytes, std::size_t alignment) noexcept {
+    return detail::cuda_allocate(alignment, "cudaMalloc", [bytes](void** p) { return cudaMalloc(p, bytes); });
+  }
+  void deallocate(stream_ref, void* p, std::size_t, std::size_t) noexcept {
+    detail::relaxed_capture_scope relaxed;
+    detail::cuda_release(cudaFree(p), "cudaFree");
+  }
+};
+static_assert(memory_resource_for<device_malloc_resource, device>);
+
+/// Device memory from the current memory pool of the stream's device (cudaMallocAsync), ordered on
+/// the stream; freed with cudaFreeAsync on the stream given to deallocate. Both can be captured into
+/// a graph. Errors: not_supported on a device without memory pools; CUDA errors.
+struct device_pool_resource {
+  using kind = device;
+  [[nodiscard]] result<void*> allocate(stream_ref s, std::size_t bytes, std::size_t alignment) noexcept {
+    constexpr const char* api = "cudaMallocAsync";
+    if (auto ok = detail::check_cuda_alignment(alignment, api); !ok) return ok.error();
+    if (auto where = s.device(); where) {
+      auto pools = detail::cached_attribute<cudaDevAttrMemoryPoolsSupported>(*where, api);
+      if (!pools) return pools.error();
+      if (*pools == 0)
+        return error(errc::not_supported, api, "device %d has no stream-ordered memory pools", where->get());
+    }
+    void* raw = nullptr;
+    if (auto ok = detail::check(cudaMallocAsync(&raw, bytes, s.get()), nullptr, api); !ok) return ok.error();
+    return raw;
+  }
+  void deallocate(stream_ref s, void* p, std::size_t, std::size_t) noexcept {
+    detail::cuda_release(cudaFreeAsync(p, s.get()), "cudaFreeAsync");
+  }
+};
+static_assert(memory_resource_for<device_pool_resource, device>);
+
+/// Page-locked host memory from cudaMallocHost, mapped for every device. Synchronous.
+struct pinned_resource {
+  using kind = pinned;
+  [[nodiscard]] result<void*> allocate(stream_ref, std::size_t bytes, std::size_t alignment) noexcept {
+    return detail::cuda_allocate(alignment, "cudaMallocHost", [bytes](void** p) { return cudaMallocHost(p, bytes); });
+  }
+  void deallocate(stream_ref, void* p, std::size_t, std::size_t) noexcept {
+    detail::relaxed_capture_scope relaxed;
+    detail::cuda_release(cudaFreeHost(p), "cudaFreeHost");
+  }
+};
+static_assert(memory_resource_for<pinned_resource, pinned>);
+
+/// Managed memory from cudaMallocManaged (attached globally), associated with the current device.
+/// Synchronous.
+struct managed_resource {
+  using kind = managed;
+  [[nodiscard]] result<void*> allocate(stream_ref, std::size_t bytes, std::size_t alignment) noexcept {
+    return detail::cuda_allocate(alignment, "cudaMallocManaged",
+                                 [bytes](void** p) { return cudaMallocManaged(p, bytes, cudaMemAttachGlobal); });
+  }
+  void deallocate(stream_ref, void* p, std::size_t, std::size_t) noexcept {
+    detail::relaxed_capture_scope relaxed;
+    detail::cuda_release(cudaFree(p), "cudaFree");
+  }
+};
+static_assert(memory_resource_for<managed_resource, managed>);
+
+/// Pageable host memory from aligned operator new, aligned to at least 64 bytes (a cache line) and
+/// to whatever larger alignment is asked. Needs no device.
+struct host_resource {
+  using kind = host;
+  [[nodiscard]] result<void*> allocate(stream_ref, std::size_t bytes, std::size_t alignment) noexcept {
+    if (alignment == 0 || (alignment & (alignment - 1)) != 0)
+      return error(errc::invalid_argument, "operator new", "alignment %zu is not a power of two", alignment);
+    void* raw = ::operator new(bytes, std::align_val_t{aligned(alignment)}, std::nothrow);
+    if (raw == nullptr) return error(errc::out_of_memory, "operator new", "out of host memory (%zu bytes)", bytes);
+    return raw;
+  }
+  void deallocate(stream_ref, void* p, std::size_t, std::size_t alignment) noexcept {
+    ::operator delete(p, std::align_val_t{aligned(alignment)});
+  }
+
+ private:
+  static constexpr std::size_t aligned(std::size_t alignment) noexcept { return alignment < 64 ? 64 : alignment; }
+};
+static_assert(memory_resource_for<host_resource, host>);
+
+/// A non-owning, type-erased handle to a memory resource of kind K: two pointers, trivially
+/// copyable. The resource must outlive every handle and every buffer allocated from it.
+template <memory_kind K>
+class resource_ref {
+ public:
+  /// The kind the resource serves.
+  using kind = K;
+
+  /// Refers to `resource`, which must serve kind K (a resource of another kind does not compile).
+  template <class R>
+    requires(!std::is_same_v<std::remove_cv_t<R>, resource_ref> && memory_resource_for<R, K>)
+  resource_ref(R& resource) noexcept : object_(&resource), ops_(&ops_for<R>) {}
+
+  /// As the resource's allocate.
+  [[nodiscard]] result<void*> allocate(stream_ref s, std::size_t bytes, std::size_t alignment) const noexcept {
+    return ops_->allocate(object_, s, bytes, alignment);
+  }
+  /// As the resource's deallocate.
+  void deallocate(stream_ref s, void* p, std::size_t bytes, std::size_t alignment) const noexcept {
+    ops_->deallocate(object_, s, p, bytes, alignment);
+  }
+  /// Equal when both refer to the same resource object.
+  friend bool operator==(resource_ref a, resource_ref b) noexcept { return a.object_ == b.object_; }
+
+ private:
+  struct operations {
+    result<void*> (*allocate)(void*, stream_ref, std::size_t, std::size_t) noexcept;
+    void (*deallocate)(void*, stream_ref, void*, std::size_t, std::size_t) noexcept;
+  };
+  template <class R>
+  static constexpr operations ops_for{
+      [](void* r, stream_ref s, std::size_t n, std::size_t a) noexcept { return static_cast<R*>(r)->allocate(s, n, a); },
+      [](void* r, stream_ref s, void* p, std::size_t n, std::size_t a) noexcept {
+        static_cast<R*>(r)->deallocate(s, p, n, a);
+      }};
+
+  void* object_;
+  const operations* ops_;
+};
+
+namespace detail {
+template <class R>
+inline R builtin_resource{};
+}  // namespace detail
+
+/// The resource a buffer of kind K uses when none is given: cudaMalloc for device memory allocated
+/// without a stream, the stream-ordered pool with one; cudaMallocHost, cudaMallocManaged and
+/// aligned operator new for the other kinds.
+template <memory_kind K>
+[[nodiscard]] resource_ref<K> default_resource(bool stream_ordered = false) noexcept {
+  if constexpr (std::is_same_v<K, device>) {
+    if (stream_ordered) return detail::builtin_resource<device_pool_resource>;
+    return detail::builtin_resource<device_malloc_resource>;
+  } else if constexpr (std::is_same_v<K, pinned>) {
+    return detail::builtin_resource<pinned_resource>;
+  } else if constexpr (std::is_same_v<K, managed>) {
+    return detail::builtin_resource<managed_resource>;
+  } else {
+    return detail::builtin_resource<host_resource>;
+  }
+}
+
+}  // namespace cudamem
