@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // host_program: a plain C++ program, compiled by g++ alone and linked with cudart, that drives the
 // GPU through cudamem: no kernels, only memory. Device memory cannot be dereferenced here (that
 // would not compile); data moves with copies.

@@ -1,9 +1,11 @@
+// SPDX-License-Identifier: MIT
 // pinned_streaming: process a large array in chunks on two streams, so that the H2D copy of one
 // chunk, the kernel of another and the D2H copy of a third overlap. Stream-ordered copies need
 // page-locked host memory: pinned_buffer gives it (a std::vector would not compile here).
 #include <cudamem/cudamem.hpp>
 
 #include <cstdio>
+#include <utility>
 
 __global__ void square(cudamem::device_span<float> values) {
   for (std::size_t i = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x; i < values.size();
@@ -30,7 +32,11 @@ int main() {
   if (!output) return report(output.error());
   for (std::size_t i = 0; i < total; ++i) (*input)[i] = static_cast<float>(i % 1000) * 0.5f;
 
-  stream streams[stream_count] = {*stream::create(), *stream::create()};
+  auto stream0 = stream::create();
+  if (!stream0) return report(stream0.error());
+  auto stream1 = stream::create();
+  if (!stream1) return report(stream1.error());
+  stream streams[stream_count] = {std::move(*stream0), std::move(*stream1)};
   // One device scratch chunk per stream, allocated in that stream's order.
   auto scratch0 = device_buffer<float>::allocate(chunk, streams[0]);
   auto scratch1 = device_buffer<float>::allocate(chunk, streams[1]);
@@ -47,6 +53,7 @@ int main() {
     if (!out_chunk) return report(out_chunk.error());
     if (auto ok = copy(work, *in_chunk, s); !ok) return report(ok.error());
     square<<<264, 256, 0, s.get()>>>(work);
+    if (auto ok = check_launch("square"); !ok) return report(ok.error());
     if (auto ok = copy(*out_chunk, work, s); !ok) return report(ok.error());
   }
   for (const stream& s : streams)

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // quickstart: scale a vector on the GPU with cudamem. Build: see README.md.
 #include <cudamem/cudamem.hpp>
 
@@ -19,7 +20,8 @@ int main() {
 
   // Every fallible call returns a result: check it, or propagate it.
   if (auto devices = device_count(); !devices || *devices == 0) {
-    std::fprintf(stderr, "quickstart: no CUDA device: %s\n", devices ? "none found" : devices.error().message());
+    std::fprintf(stderr, "quickstart: no CUDA driver or no GPU (%s)\n",
+                 devices ? "no device found" : devices.error().message());
     return 1;
   }
   auto values = device_buffer<float>::allocate(n);
@@ -32,6 +34,12 @@ int main() {
     return 1;
   }
   scale<<<(n + 255) / 256, 256>>>(*values, 2.0f);
+  // A launch reports its errors (no kernel image for this GPU, a bad configuration) only through
+  // cudaGetLastError: check_launch turns them into a status.
+  if (auto ok = check_launch("scale"); !ok) {
+    std::fprintf(stderr, "quickstart: %s\n", ok.error().message());
+    return 1;
+  }
   if (auto ok = values->copy_to_host(span(host)); !ok) {
     std::fprintf(stderr, "quickstart: %s\n", ok.error().message());
     return 1;

@@ -1,20 +1,147 @@
 #!/usr/bin/env bash
-# Installs what the test suite needs and is missing (Debian's catch2), then configures, builds and
-# runs the whole suite. On a machine without a GPU the gpu tests report "skipped", never "passed".
-# This is the README's test command and what CI runs (.ci/run).
+# SPDX-License-Identifier: MIT
+# The README's test command, and what CI runs (.ci/run): configures, builds and runs the whole
+# test suite in build/ (or $BUILD_DIR), whatever an earlier configure of that directory chose
+# (tests and examples are always switched on), and fails when no test was found. Without a GPU
+# the gpu tests report "skipped", never "passed".
+#
+#   tools/run-tests.sh [ctest arguments]     e.g. tools/run-tests.sh -L host
+#
+# What it needs: CMake >= 3.25, a C++20 host compiler, the CUDA toolkit (nvcc: $CUDACXX, else
+# nvcc on PATH, else /usr/local/cuda/bin/nvcc), Python 3 and Catch2 (3, or 2.13). Optional:
+# doxygen (api_docs test), clang-format-19 (format test), Conan 2 (Conan package test); their
+# tests report "skipped" without them.
+# On Debian 12 it installs what is missing with apt-get, after saying what (and asking, when run
+# from a terminal), and Conan into a virtual environment in the build directory.
+# CUDAMEM_NO_INSTALL=1 installs nothing. Elsewhere it lists what is missing and how to get it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-missing=()
-dpkg -s catch2 >/dev/null 2>&1 || missing+=(catch2)
-command -v doxygen >/dev/null 2>&1 || missing+=(doxygen)
-if [ ${#missing[@]} -gt 0 ]; then
-  sudo=""
-  [ "$(id -u)" -eq 0 ] || sudo=sudo
-  $sudo apt-get update -qq
-  $sudo apt-get install -y -qq "${missing[@]}"
-fi
-export PATH="/usr/local/cuda/bin:$PATH"
 build=${BUILD_DIR:-build}
-cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release
-cmake --build "$build" -j"$(nproc)"
-ctest --test-dir "$build" --output-on-failure -j"$(nproc)"
+jobs=${JOBS:-$(nproc 2>/dev/null || echo 2)}
+say() { echo "run-tests.sh: $*"; }
+
+# --- the CUDA compiler: the user's choice first; never put a toolkit ahead of it on PATH -------
+if [ -n "${CUDACXX:-}" ]; then
+  nvcc_path=$CUDACXX
+elif command -v nvcc >/dev/null 2>&1; then
+  nvcc_path=$(command -v nvcc)
+elif [ -x /usr/local/cuda/bin/nvcc ]; then
+  nvcc_path=/usr/local/cuda/bin/nvcc
+  export CUDACXX=$nvcc_path  # CMake and FindCUDAToolkit both honour it
+else
+  nvcc_path=""
+fi
+
+# --- what is missing ------------------------------------------------------------------------
+is_debian12=$( (. /etc/os-release 2>/dev/null && [ "${ID:-}" = debian ] && [ "${VERSION_ID:-}" = 12 ]) && echo 1 || echo 0)
+missing_required=()  # "what|Debian package|how elsewhere"
+missing_optional=()
+
+# Catch2 as CMake finds it (3, or 2.13), not as a package manager lists it.
+catch2_found() {
+  local probe
+  probe=$(mktemp -d)
+  cat >"$probe/CMakeLists.txt" <<'EOF'
+cmake_minimum_required(VERSION 3.25)
+project(probe LANGUAGES NONE)
+find_package(Catch2 3 QUIET)
+if(NOT Catch2_FOUND)
+  find_package(Catch2 2.13 QUIET)
+endif()
+if(NOT Catch2_FOUND)
+  message(FATAL_ERROR "no Catch2")
+endif()
+EOF
+  local rc=0
+  cmake -S "$probe" -B "$probe/build" >/dev/null 2>&1 || rc=1
+  rm -rf "$probe"
+  return $rc
+}
+
+command -v cmake >/dev/null 2>&1 || missing_required+=("CMake >= 3.25|cmake|https://cmake.org/download/ or pip install cmake")
+command -v python3 >/dev/null 2>&1 || missing_required+=("Python 3|python3|your system's python3 package")
+command -v c++ >/dev/null 2>&1 || command -v g++ >/dev/null 2>&1 ||
+  missing_required+=("a C++20 compiler (g++ 12 or later)|g++|your system's g++ package")
+if [ -z "$nvcc_path" ]; then
+  missing_required+=("the CUDA toolkit (nvcc): set CUDACXX or put nvcc on PATH|-|https://developer.nvidia.com/cuda-downloads")
+fi
+if command -v cmake >/dev/null 2>&1 && ! catch2_found; then
+  missing_required+=("Catch2 3, or 2.13|catch2|Ubuntu 24.04: apt-get install catch2; or build Catch2 3 and set CMAKE_PREFIX_PATH")
+fi
+command -v doxygen >/dev/null 2>&1 || missing_optional+=("doxygen (api_docs test)|doxygen")
+if ! tools/format.sh --check /dev/null >/dev/null 2>&1; then
+  missing_optional+=("clang-format 19 (format test)|clang-format-19")
+fi
+if [ $is_debian12 -eq 1 ] && ! python3 -c 'import venv, ensurepip' >/dev/null 2>&1; then
+  missing_optional+=("Python venv (to install Conan for the Conan package test)|python3-venv")
+fi
+
+# --- install on Debian 12, or say what is missing elsewhere --------------------------------
+packages=()
+for entry in "${missing_required[@]}" "${missing_optional[@]}"; do
+  package=$(cut -d'|' -f2 <<<"$entry")
+  [ "$package" != "-" ] && packages+=("$package")
+done
+if [ ${#packages[@]} -gt 0 ] && [ $is_debian12 -eq 1 ] && [ "${CUDAMEM_NO_INSTALL:-0}" != 1 ] &&
+   [ "${CUDAMEM_APT_DONE:-0}" != 1 ] && command -v apt-get >/dev/null 2>&1; then
+  say "this Debian 12 machine lacks: ${packages[*]}"
+  say "installing them with apt-get (set CUDAMEM_NO_INSTALL=1 to install nothing)"
+  answer=y
+  if [ -t 0 ]; then
+    read -r -p "run-tests.sh: install ${packages[*]} now? [Y/n] " answer || answer=n
+  fi
+  case "${answer:-y}" in
+    [Yy]* | "")
+      sudo=""
+      [ "$(id -u)" -eq 0 ] || sudo=sudo
+      log=$(mktemp)
+      if $sudo env DEBIAN_FRONTEND=noninteractive apt-get update -qq >"$log" 2>&1 &&
+         $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+           "${packages[@]}" >>"$log" 2>&1; then
+        say "installed: ${packages[*]}"
+      else
+        tail -20 "$log"
+        say "apt-get could not install all of: ${packages[*]}"
+      fi
+      rm -f "$log" ;;
+    *) say "nothing installed" ;;
+  esac
+  # Look again: what is still missing decides below.
+  exec env CUDAMEM_APT_DONE=1 "$0" "$@"
+fi
+if [ ${#missing_optional[@]} -gt 0 ]; then
+  for entry in "${missing_optional[@]}"; do
+    say "optional, not found: $(cut -d'|' -f1 <<<"$entry"): its test will report skipped"
+  done
+fi
+if [ ${#missing_required[@]} -gt 0 ]; then
+  say "cannot run the tests; missing:"
+  for entry in "${missing_required[@]}"; do
+    echo "  - $(cut -d'|' -f1 <<<"$entry"): $(cut -d'|' -f3 <<<"$entry")"
+  done
+  exit 2
+fi
+
+# --- Conan (from PyPI, into the build directory) for the Conan package test -----------------
+mkdir -p "$build"
+conan_venv="$(cd "$build" && pwd)/conan-venv"
+if [ -z "${CUDAMEM_CONAN:-}" ]; then
+  if command -v conan >/dev/null 2>&1; then
+    CUDAMEM_CONAN=$(command -v conan)
+  else
+    if [ ! -x "$conan_venv/bin/conan" ] && [ $is_debian12 -eq 1 ] && [ "${CUDAMEM_NO_INSTALL:-0}" != 1 ]; then
+      say "installing Conan 2 from PyPI into $conan_venv (for the Conan package test)"
+      python3 -m venv "$conan_venv" >/dev/null 2>&1 &&
+        "$conan_venv/bin/python" -m pip install -q --disable-pip-version-check 'conan>=2,<3' >/dev/null 2>&1 ||
+        say "could not install Conan: the Conan package test will report skipped"
+    fi
+    [ -x "$conan_venv/bin/conan" ] && CUDAMEM_CONAN=$conan_venv/bin/conan
+  fi
+fi
+
+# --- configure, build, test -----------------------------------------------------------------
+say "nvcc: $nvcc_path; build directory: $build"
+cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DCUDAMEM_BUILD_TESTS=ON -DCUDAMEM_BUILD_EXAMPLES=ON \
+  -DCUDAMEM_BUILD_DOCS=ON ${CUDAMEM_CONAN:+-DCUDAMEM_CONAN_EXECUTABLE="$CUDAMEM_CONAN"}
+cmake --build "$build" -j"$jobs"
+ctest --test-dir "$build" --output-on-failure --no-tests=error -j"$jobs" "$@"

@@ -25,6 +25,7 @@ status kinds_in_use(stream_ref s) {
   CUDAMEM_TRY(copy(span(copy_of), as_host));  // synchronous: any host kind is fine
 
   bump<<<1, 256, 0, s.get()>>>(*pinned_values);
+  CUDAMEM_TRY(check_launch("bump"));  // a launch reports its errors only through cudaGetLastError
   auto managed_values = managed_buffer<int>::allocate(256);
   if (!managed_values) return managed_values.error();
   CUDAMEM_TRY(copy(*managed_values, *pinned_values, s));  // managed: the driver picks the direction

@@ -21,6 +21,7 @@ status produce_then_consume(device_span<int> data, device_span<int> copy_of_data
   if (!produced) return produced.error();
 
   produce<<<64, 256, 0, producer->get()>>>(data);
+  CUDAMEM_TRY(check_launch("produce"));             // no kernel image, bad configuration, ...
   CUDAMEM_TRY(produced->record(*producer));
   CUDAMEM_TRY(consumer->wait(*produced));          // consumer runs after the kernel
   CUDAMEM_TRY(copy(copy_of_data, data, *consumer));
