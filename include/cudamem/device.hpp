@@ -2,6 +2,7 @@
 /// Devices: ids, the current device, an RAII guard, and the few cached properties the library needs.
 #pragma once
 
+#include <cudamem/detail/unique_handle.hpp>
 #include <cudamem/error.hpp>
 
 #include <cstddef>
@@ -63,8 +64,19 @@ inline status check_device(device_id id, const char* api) noexcept {
   return detail::check(cudaSetDevice(id.get()), "set_current_device", "cudaSetDevice");
 }
 
+namespace detail {
+/// What a device_guard owns: the ordinal to make current again, or cudaInvalidDeviceId (nothing).
+struct device_restore {
+  using type = int;
+  static int empty() noexcept { return cudaInvalidDeviceId; }
+  static void release(int ordinal) noexcept { check_release(cudaSetDevice(ordinal), "cudaSetDevice"); }
+};
+}  // namespace detail
+
 /// RAII: makes a device current and restores the previous one on every path out of the scope.
-/// Move-only; a moved-from guard restores nothing. A failed restore goes to the release handler.
+/// Move-only: a moved-to guard takes over the restore (a guard assigned over first restores its own
+/// previous device); a moved-from guard restores nothing. A failed restore goes to the release
+/// handler.
 class device_guard {
  public:
   /// Makes `id` current, remembering the current device. When `id` already is current, nothing is
@@ -89,57 +101,64 @@ class device_guard {
     return device_guard(current, false);
   }
 
-  /// Takes over the restore duty of `other`, which then restores nothing.
-  device_guard(device_guard&& other) noexcept : previous_(other.previous_), active_(other.active_) {
-    other.active_ = false;
-  }
-  /// Restores this guard's previous device first, then takes over the restore duty of `other`.
-  device_guard& operator=(device_guard&& other) noexcept {
-    if (this != &other) {
-      restore();
-      previous_ = other.previous_;
-      active_ = other.active_;
-      other.active_ = false;
-    }
-    return *this;
-  }
-  device_guard(const device_guard&) = delete;
-  device_guard& operator=(const device_guard&) = delete;
-  /// Makes the previous device current again (if this guard switched it).
-  ~device_guard() { restore(); }
-
   /// The device that was current when the guard was made, and is made current again when the guard
   /// goes (if the guard switched away from it).
-  [[nodiscard]] device_id previous() const noexcept { return device_id(previous_); }
+  [[nodiscard]] device_id previous() const noexcept { return previous_; }
 
  private:
-  device_guard(int previous, bool active) noexcept : previous_(previous), active_(active) {}
-  void restore() noexcept {
-    if (active_) detail::check_release(cudaSetDevice(previous_), "cudaSetDevice");
-    active_ = false;
-  }
-  int previous_;
-  bool active_;
+  device_guard(int previous, bool switched) noexcept
+      : previous_(previous), restore_(switched ? previous : detail::device_restore::empty()) {}
+  device_id previous_;
+  detail::unique_handle<detail::device_restore> restore_;
 };
 
 namespace detail {
-/// An attribute of a device, read once per (device, attribute) and cached; thread-safe (a race
-/// reads the same value twice). Errors: out_of_range for a bad id, CUDA errors.
-template <cudaDeviceAttr Attribute>
-inline result<int> cached_attribute(device_id id, const char* api) noexcept {
-  constexpr int max_cached = 64;
-  static int cache[max_cached] = {};  // 0: not read yet; the attributes we cache are positive
-  const int ordinal = id.get();
-  if (ordinal >= 0 && ordinal < max_cached) {
-    if (int value = __atomic_load_n(&cache[ordinal], __ATOMIC_RELAXED); value != 0) return value;
+/// One int per device ordinal and `Tag`, read once and kept for the life of the process. Every
+/// value is kept, 0 included; errors are not, and neither are ordinals outside [0, max_devices).
+/// Thread-safe: threads that race may each read, and store the same value.
+template <class Tag>
+struct per_device_cache {
+  static constexpr int max_devices = 64;
+
+  /// The cached value for `ordinal`, else `read(ordinal)` (a result<int>), cached when it succeeds.
+  template <class Read>
+  static result<int> get(int ordinal, Read&& read) noexcept {
+    const bool cacheable = ordinal >= 0 && ordinal < max_devices;
+    if (cacheable && __atomic_load_n(&known[ordinal], __ATOMIC_ACQUIRE))
+      return __atomic_load_n(&values[ordinal], __ATOMIC_RELAXED);
+    result<int> value = read(ordinal);
+    if (value && cacheable) {
+      __atomic_store_n(&values[ordinal], *value, __ATOMIC_RELAXED);
+      __atomic_store_n(&known[ordinal], true, __ATOMIC_RELEASE);
+    }
+    return value;
   }
-  if (auto s = check_device(id, api); !s) return s.error();
+
+  static inline int values[max_devices] = {};
+  static inline bool known[max_devices] = {};
+};
+
+/// An attribute of device `ordinal`, read now (cudaDeviceGetAttribute). Errors: out_of_range for an
+/// ordinal that names no device; CUDA errors.
+inline result<int> read_attribute(int ordinal, cudaDeviceAttr attribute, const char* api) noexcept {
+  if (auto s = check_device(device_id(ordinal), api); !s) return s.error();
   int value = 0;
-  if (auto s = check(cudaDeviceGetAttribute(&value, Attribute, ordinal), api, "cudaDeviceGetAttribute"); !s)
+  if (auto s = check(cudaDeviceGetAttribute(&value, attribute, ordinal), api, "cudaDeviceGetAttribute"); !s)
     return s.error();
-  if (ordinal < max_cached) __atomic_store_n(&cache[ordinal], value, __ATOMIC_RELAXED);
   return value;
 }
+
+template <cudaDeviceAttr Attribute>
+struct attribute_tag {};
+
+/// An attribute of a device, read once per (device, attribute) and cached. Errors: as read_attribute.
+template <cudaDeviceAttr Attribute>
+inline result<int> cached_attribute(device_id id, const char* api) noexcept {
+  return per_device_cache<attribute_tag<Attribute>>::get(
+      id.get(), [api](int ordinal) noexcept { return read_attribute(ordinal, Attribute, api); });
+}
+
+struct compute_capability_tag {};
 }  // namespace detail
 
 /// The largest pitch in bytes a 2D copy may use on `id` (cudaDevAttrMaxPitch), read once per device
@@ -154,11 +173,14 @@ inline result<int> cached_attribute(device_id id, const char* api) noexcept {
 /// The compute capability of `id` as major * 10 + minor (90 on Hopper), read once per device and
 /// cached. Errors: out_of_range for an id that names no device; CUDA errors.
 [[nodiscard]] inline result<int> compute_capability(device_id id) noexcept {
-  auto major = detail::cached_attribute<cudaDevAttrComputeCapabilityMajor>(id, "compute_capability");
-  if (!major) return major;
-  auto minor = detail::cached_attribute<cudaDevAttrComputeCapabilityMinor>(id, "compute_capability");
-  if (!minor) return minor;
-  return *major * 10 + *minor;
+  return detail::per_device_cache<detail::compute_capability_tag>::get(id.get(), [](int ordinal) noexcept -> result<int> {
+    constexpr const char* api = "compute_capability";
+    auto major = detail::read_attribute(ordinal, cudaDevAttrComputeCapabilityMajor, api);
+    if (!major) return major;
+    auto minor = detail::read_attribute(ordinal, cudaDevAttrComputeCapabilityMinor, api);
+    if (!minor) return minor;
+    return *major * 10 + *minor;
+  });
 }
 
 }  // namespace cudamem
