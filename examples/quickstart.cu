@@ -40,7 +40,7 @@ int main() {
     std::fprintf(stderr, "quickstart: %s\n", ok.error().message());
     return 1;
   }
-  if (auto ok = values->copy_to_host(span(host)); !ok) {
+  if (auto ok = copy(span(host), *values); !ok) {  // synchronous: waits for the kernel too
     std::fprintf(stderr, "quickstart: %s\n", ok.error().message());
     return 1;
   }

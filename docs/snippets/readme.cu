@@ -21,7 +21,7 @@ cudamem::status run(std::vector<float>& data) {
   CUDAMEM_TRY(copy(*d, *pinned, *s));                             // H2D, decided at compile time
   scale<<<(data.size() + 255) / 256, 256, 0, s->get()>>>(*d, 2.0f);
   CUDAMEM_TRY(check_launch("scale"));                             // the launch error, if any
-  CUDAMEM_TRY(d->copy_to_host(*pinned, *s));                      // CuPy-style member
+  CUDAMEM_TRY(copy_to_host(*pinned, *d, *s));                     // CuPy's name for a D2H copy
   return s->synchronize();   // copy(*d, span(data), *s) would not compile: pageable + stream
 }
 // [/taste]

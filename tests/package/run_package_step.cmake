@@ -1,8 +1,17 @@
+# SPDX-License-Identifier: MIT
 # One packaging check, run as a CTest: cmake -DSETTINGS=<file> -DSTEP=<step> [-DCONFIG=<cfg>] -P this.
 #   STEP=install: configure the source tree afresh (tests, examples and benchmarks OFF), build it,
 #                 cmake --install it into a prefix under the build tree, and check what was installed.
 #   STEP=<consumer directory under tests/package/>: configure that consumer project afresh, build it,
 #                 and run its program.
+#   STEP=build_tree: the find_package_gpp consumer on the build tree of STEP=install (cudamem_DIR).
+#   STEP=pkg_config: common/main.cpp compiled with `pkg-config --cflags --libs cudamem` on the prefix.
+#   STEP=conan:     `conan create` of the repository's conanfile.py into a Conan home under the work
+#                   directory (no network), then the find_package_gpp consumer through Conan's
+#                   CMakeToolchain.
+#   STEP=readme_commands: the README's two commands, in order, in one copy of the source tree.
+# A step that cannot run here (no pkg-config, no Conan) prints CUDAMEM-PACKAGE-SKIP and CTest
+# reports it skipped.
 # SETTINGS is written by tests/package/CMakeLists.txt: the source tree, the work directory, and the
 # generator, compilers and CUDA toolkit the outer build found, so every inner build uses the same.
 cmake_minimum_required(VERSION 3.25)
@@ -19,6 +28,11 @@ set(_config_args)
 if(PKG_MULTI_CONFIG)
   set(_config_args --config "${CONFIG}")
 endif()
+
+function(pkg_skip why)
+  message("CUDAMEM-PACKAGE-SKIP: ${STEP}: ${why}")
+  # Leaves the script without an error; CTest matches the line above (SKIP_REGULAR_EXPRESSION).
+endfunction()
 
 function(pkg_run what)
   string(REPLACE ";" " " _shown "${ARGN}")
@@ -119,6 +133,10 @@ if(STEP STREQUAL "install")
     endforeach()
     message(STATUS "package files: ${_package_rel}/{cudamemConfig,cudamemConfigVersion,cudamemTargets}.cmake")
   endif()
+  file(GLOB_RECURSE _pc_files "${_prefix}/cudamem.pc")
+  if(NOT _pc_files)
+    string(APPEND _problems "  missing: the pkg-config file cudamem.pc\n")
+  endif()
   if(_problems)
     message(FATAL_ERROR "install: the installed tree under ${_prefix} is wrong:\n${_problems}")
   endif()
@@ -127,13 +145,106 @@ if(STEP STREQUAL "install")
   return()
 endif()
 
+if(STEP STREQUAL "pkg_config")
+  find_program(_pkg_config NAMES pkg-config pkgconf)
+  if(NOT _pkg_config)
+    pkg_skip("no pkg-config program")
+    return()
+  endif()
+  file(GLOB_RECURSE _pc_files "${_prefix}/cudamem.pc")
+  if(NOT _pc_files)
+    message(FATAL_ERROR "pkg_config: no cudamem.pc under ${_prefix}: run the package_install test first")
+  endif()
+  get_filename_component(_pc_dir "${_pc_files}" DIRECTORY)
+  set(ENV{PKG_CONFIG_PATH} "${_pc_dir}")
+  execute_process(COMMAND "${_pkg_config}" --cflags --libs cudamem OUTPUT_VARIABLE _flags
+                  RESULT_VARIABLE _rc OUTPUT_STRIP_TRAILING_WHITESPACE)
+  if(NOT _rc EQUAL 0)
+    message(FATAL_ERROR "pkg_config: pkg-config --cflags --libs cudamem failed (${_rc})")
+  endif()
+  message(STATUS "pkg-config --cflags --libs cudamem: ${_flags}")
+  separate_arguments(_flags UNIX_COMMAND "${_flags}")
+  set(_binary "${_work}/pkg_config")
+  file(REMOVE_RECURSE "${_binary}")
+  file(MAKE_DIRECTORY "${_binary}")
+  set(_program "${_binary}/pkg_config_consumer${PKG_EXECUTABLE_SUFFIX}")
+  pkg_run("compile" "${PKG_CXX_COMPILER}" -DPACKAGE_CONSUMER="pkg_config" "${PKG_CONSUMERS_DIR}/common/main.cpp"
+          ${_flags} -o "${_program}")
+  pkg_run("run" "${_program}")
+  return()
+endif()
+
+if(STEP STREQUAL "readme_commands")
+  # A copy of the source tree without build directories, then exactly the README's commands in it:
+  # the first configures build/ with the tests off, the second must still build and run them.
+  set(_tree "${_work}/readme-tree")
+  file(REMOVE_RECURSE "${_tree}")
+  file(MAKE_DIRECTORY "${_tree}")
+  file(GLOB _entries RELATIVE "${PKG_SOURCE_DIR}" "${PKG_SOURCE_DIR}/*" "${PKG_SOURCE_DIR}/.*")
+  foreach(_entry IN LISTS _entries)
+    if(_entry MATCHES "^(\\.git|build.*|out|\\.deps|\\.|\\.\\.)$" OR "${PKG_SOURCE_DIR}/${_entry}" STREQUAL "${PKG_BINARY_DIR}")
+      continue()
+    endif()
+    file(COPY "${PKG_SOURCE_DIR}/${_entry}" DESTINATION "${_tree}")
+  endforeach()
+  find_program(_sh sh REQUIRED)
+  # Command 1: the quickstart exits 0 with a GPU, 1 with "no CUDA driver or no GPU" without one.
+  execute_process(COMMAND "${_sh}" -c
+    "cmake -S . -B build -DCUDAMEM_BUILD_TESTS=OFF && cmake --build build -j && ./build/examples/quickstart"
+    WORKING_DIRECTORY "${_tree}" RESULT_VARIABLE _rc OUTPUT_VARIABLE _out ERROR_VARIABLE _err)
+  message("${_out}${_err}")
+  if(NOT _rc EQUAL 0 AND NOT "${_err}" MATCHES "quickstart: no CUDA driver or no GPU")
+    message(FATAL_ERROR "readme_commands: the first command failed (${_rc})")
+  endif()
+  # Command 2, without installing anything and without this test (it would run itself again).
+  set(ENV{CUDAMEM_NO_INSTALL} 1)
+  execute_process(COMMAND "${_sh}" -c "./tools/run-tests.sh -E '^package_'"
+    WORKING_DIRECTORY "${_tree}" RESULT_VARIABLE _rc OUTPUT_VARIABLE _out ERROR_VARIABLE _err)
+  message("${_out}${_err}")
+  if(NOT _rc EQUAL 0)
+    message(FATAL_ERROR "readme_commands: tools/run-tests.sh failed (${_rc}) after the first command")
+  endif()
+  if(NOT _out MATCHES "tests passed, [0-9]+ tests failed out of ([0-9]+)" OR CMAKE_MATCH_1 LESS 10)
+    message(FATAL_ERROR "readme_commands: tools/run-tests.sh ran fewer than 10 tests")
+  endif()
+  message(STATUS "readme_commands: the quickstart ran, then ${CMAKE_MATCH_1} tests in the same build/")
+  file(REMOVE_RECURSE "${_tree}")
+  return()
+endif()
+
+set(_source_name "${STEP}")
+set(_cache "")
+if(STEP STREQUAL "build_tree")
+  set(_source_name find_package_gpp)
+  if(NOT EXISTS "${_work}/cudamem-build/cudamemConfig.cmake")
+    message(FATAL_ERROR "build_tree: no package in ${_work}/cudamem-build: run the package_install test first")
+  endif()
+  pkg_cache(_cache cudamem_DIR "${_work}/cudamem-build")
+  pkg_cache(_cache CMAKE_FIND_USE_PACKAGE_REGISTRY OFF)
+elseif(STEP STREQUAL "conan")
+  set(_source_name find_package_gpp)
+  if(NOT PKG_CONAN)
+    pkg_skip("no Conan 2 (tools/run-tests.sh installs it on Debian 12; or pip install conan)")
+    return()
+  endif()
+  set(ENV{CONAN_HOME} "${_work}/conan-home")
+  file(REMOVE_RECURSE "${_work}/conan-home" "${_work}/conan-consumer")
+  pkg_run("conan profile" "${PKG_CONAN}" profile detect --force)
+  pkg_run("conan create" "${PKG_CONAN}" create "${PKG_SOURCE_DIR}")
+  file(STRINGS "${PKG_SOURCE_DIR}/include/cudamem/detail/config.hpp" _version_lines REGEX "#define CUDAMEM_VERSION_(MAJOR|MINOR|PATCH) ")
+  string(REGEX REPLACE "[^;]*MAJOR ([0-9]+);[^;]*MINOR ([0-9]+);[^;]*PATCH ([0-9]+)" "\\1.\\2.\\3" _version "${_version_lines}")
+  pkg_run("conan install" "${PKG_CONAN}" install "--requires=cudamem/${_version}" -g CMakeToolchain
+          "--output-folder=${_work}/conan-consumer")
+  pkg_cache(_cache CMAKE_TOOLCHAIN_FILE "${_work}/conan-consumer/conan_toolchain.cmake")
+  pkg_cache(_cache CMAKE_FIND_USE_PACKAGE_REGISTRY OFF)
+endif()
+
 # A consumer project.
-set(_source "${PKG_CONSUMERS_DIR}/${STEP}")
+set(_source "${PKG_CONSUMERS_DIR}/${_source_name}")
 if(NOT EXISTS "${_source}/CMakeLists.txt")
   message(FATAL_ERROR "no consumer project ${_source}")
 endif()
 set(_binary "${_work}/${STEP}")
-set(_cache "")
 if(STEP MATCHES "^find_package")
   if(NOT EXISTS "${_prefix}")
     message(FATAL_ERROR "${STEP}: nothing installed in ${_prefix}: run the package_install test first")
@@ -145,27 +256,35 @@ elseif(STEP STREQUAL "single_header")
 else()
   pkg_cache(_cache CUDAMEM_SOURCE_DIR "${PKG_SOURCE_DIR}")
 endif()
-if(EXISTS "${_source}/main.cu")
+if(EXISTS "${_source}/main.cu" OR _source_name STREQUAL "add_subdirectory")
   foreach(_name IN ITEMS CMAKE_CUDA_COMPILER CMAKE_CUDA_HOST_COMPILER CMAKE_CUDA_ARCHITECTURES)
     pkg_cache(_cache ${_name} "${PKG_${_name}}")
   endforeach()
 endif()
 pkg_configure("${_source}" "${_binary}" "${_cache}")
 
+# The package must come from where this step put it, not from anywhere else on the machine.
+set(_expected "")
 if(STEP MATCHES "^find_package")
-  # The package must come from the prefix just installed, not from anywhere else on the machine.
+  set(_expected "${_prefix}/")
+elseif(STEP STREQUAL "build_tree")
+  set(_expected "${_work}/cudamem-build")
+elseif(STEP STREQUAL "conan")
+  set(_expected "${_work}/conan-home/")
+endif()
+if(_expected)
   file(STRINGS "${_binary}/CMakeCache.txt" _found REGEX "^cudamem_DIR:")
   string(REGEX REPLACE "^cudamem_DIR:[A-Z]+=" "" _found "${_found}")
-  string(FIND "${_found}" "${_prefix}/" _at)
+  string(FIND "${_found}" "${_expected}" _at)
   if(NOT _at EQUAL 0)
-    message(FATAL_ERROR "${STEP}: find_package(cudamem) found '${_found}', not the package in ${_prefix}")
+    message(FATAL_ERROR "${STEP}: find_package(cudamem) found '${_found}', not the package in ${_expected}")
   endif()
 endif()
 
 pkg_run("build" "${CMAKE_COMMAND}" --build "${_binary}" ${_config_args})
 
-set(_program "${_binary}/${STEP}_consumer${PKG_EXECUTABLE_SUFFIX}")
+set(_program "${_binary}/${_source_name}_consumer${PKG_EXECUTABLE_SUFFIX}")
 if(PKG_MULTI_CONFIG)
-  set(_program "${_binary}/${CONFIG}/${STEP}_consumer${PKG_EXECUTABLE_SUFFIX}")
+  set(_program "${_binary}/${CONFIG}/${_source_name}_consumer${PKG_EXECUTABLE_SUFFIX}")
 endif()
 pkg_run("run" "${_program}")

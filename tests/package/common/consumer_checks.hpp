@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Shared by the package consumers (tests/package/*): uses cudamem the way a user would.
 // host_checks() needs no device; device_round_trip() runs only when device_count() finds one.
 // Each function prints what failed and returns false.
@@ -88,7 +89,7 @@ inline bool device_round_trip() {
   if (!device) return fail("device_buffer::allocate", device.error());
   if (auto ok = cudamem::copy(*device, cudamem::span(host)); !ok) return fail("copy to device", ok.error());
   std::vector<int> back(n, 0);
-  if (auto ok = device->copy_to_host(cudamem::span(back)); !ok) return fail("copy_to_host", ok.error());
+  if (auto ok = cudamem::copy(cudamem::span(back), *device); !ok) return fail("copy to host", ok.error());
   if (back != host) return fail("device round trip contents");
   return true;
 }

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The program of the g++ consumers: host checks always, a device round trip when a device exists.
 // Exits 0 when there is no device: these consumers check building and packaging, not a GPU.
 #include "consumer_checks.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The nvcc consumer: the shared host checks, and with a device a kernel that takes a
 // cudamem::device_span by value. Exits 0 when there is no device.
 #include "consumer_checks.hpp"
@@ -20,7 +21,7 @@ bool kernel_round_trip() {
     return false;
   }
   // The synchronous copy is ordered after the kernel on the legacy default stream.
-  if (auto ok = device->copy_to_host(cudamem::span(host)); !ok) return consumer::fail("copy_to_host", ok.error());
+  if (auto ok = cudamem::copy(cudamem::span(host), *device); !ok) return consumer::fail("copy to host", ok.error());
   for (std::size_t i = 0; i < n; ++i)
     if (host[i] != 5 + 2 * static_cast<int>(i)) return consumer::fail("kernel results");
   return true;
