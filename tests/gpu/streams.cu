@@ -11,6 +11,29 @@ __global__ void wait_for_flag(volatile int* flag) {
   while (*flag == 0 && clock64() - start < 20'000'000'000LL) {
   }
 }
+
+__global__ void do_nothing() {}
+
+__global__ void add_one(pinned_span<int> values) {
+  for (std::size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < values.size(); i += gridDim.x * blockDim.x)
+    values[i] += 1;
+}
+
+// Holds a stream busy in wait_for_flag until the scope ends, however the test leaves it.
+class busy_stream {
+ public:
+  explicit busy_stream(stream_ref s) : flag_(take(pinned_buffer<int>::allocate(1))) {
+    flag_[0] = 0;
+    wait_for_flag<<<1, 1, 0, s.get()>>>(flag_.data().get());
+    REQUIRE(cudaGetLastError() == cudaSuccess);
+  }
+  busy_stream(const busy_stream&) = delete;
+  busy_stream& operator=(const busy_stream&) = delete;
+  ~busy_stream() { __atomic_store_n(flag_.data().get(), 1, __ATOMIC_SEQ_CST); }
+
+ private:
+  pinned_buffer<int> flag_;
+};
 }  // namespace
 
 TEST_CASE("streams are created with the options asked for", "[stream]") {
@@ -191,4 +214,208 @@ TEST_CASE("the per-thread and legacy default streams can be named explicitly", "
   REQUIRE_OK(fill_bytes(b, 4, stream_ref::legacy()));
   REQUIRE_OK(stream_ref::legacy().synchronize());
   CHECK(test::all_bytes(test::read_back(b.view()), 4));
+}
+
+TEST_CASE("ready() leaves an earlier launch error in CUDA's last-error slot", "[stream][event]") {
+  auto s = take(stream::create());
+  auto done = take(event::create());
+  {
+    const busy_stream busy(s);
+    REQUIRE_OK(done.record(s));
+
+    // More threads per block than any device allows: the launch fails at once with
+    // cudaErrorInvalidConfiguration (not sticky), which only the last-error slot records.
+    do_nothing<<<1, 2048, 0, s.get()>>>();
+    CHECK(take(s.ready()) == false);
+    CHECK(cudaGetLastError() == cudaErrorInvalidConfiguration);
+
+    do_nothing<<<1, 2048>>>();
+    CHECK(take(done.ready()) == false);
+    CHECK(take(done.ref().ready()) == false);
+    CHECK(take(stream_ref(s).ready()) == false);
+    CHECK(cudaGetLastError() == cudaErrorInvalidConfiguration);
+    CHECK(cudaGetLastError() == cudaSuccess);
+  }
+  REQUIRE_OK(s.synchronize());
+  CHECK(take(done.ready()) == true);
+}
+
+TEST_CASE("a stream_ref knows its device, and never asks a capturing stream", "[stream][graph]") {
+  const device_id here = take(current_device());
+  const int count = take(device_count());
+  auto s = take(stream::create());
+  const stream_ref known = s;
+  const stream_ref named = stream_ref::from_native_handle(s.get(), s.device());
+  const stream_ref unnamed = stream_ref::from_native_handle(s.get());
+  CHECK(take(known.device()) == s.device());
+  CHECK(take(named.device()) == s.device());
+  CHECK(take(unnamed.device()) == s.device());  // not capturing: asked from CUDA
+  // The default streams are those of the current device, whatever device a handle was given with.
+  CHECK(take(stream_ref().device()) == here);
+  CHECK(take(stream_ref::legacy().device()) == here);
+  CHECK(take(stream_ref::per_thread().device()) == here);
+  CHECK(take(stream_ref::from_native_handle(nullptr).device()) == here);
+  CHECK(take(stream_ref::from_native_handle(cudaStreamLegacy, device_id(count)).device()) == here);
+
+  for (const auto mode : {cudaStreamCaptureModeGlobal, cudaStreamCaptureModeThreadLocal, cudaStreamCaptureModeRelaxed}) {
+    INFO("capture mode " << static_cast<int>(mode));
+    REQUIRE(cudaStreamBeginCapture(s.get(), mode) == cudaSuccess);
+    do_nothing<<<1, 1, 0, s.get()>>>();
+    auto from_stream = known.device();
+    auto from_name = named.device();
+    auto refused = unnamed.device();
+    cudaGraph_t graph = nullptr;
+    const cudaError_t ended = cudaStreamEndCapture(s.get(), &graph);
+    REQUIRE(ended == cudaSuccess);  // the capture was not invalidated
+    REQUIRE(cudaGraphDestroy(graph) == cudaSuccess);
+
+    CHECK(take(std::move(from_stream)) == s.device());
+    CHECK(take(std::move(from_name)) == s.device());
+    REQUIRE_FALSE(refused);
+    CHECK(refused.error().code() == errc::capture_active);
+    CHECK(std::string(refused.error().message()) ==
+          "stream::device: CUDA cannot name the device of a capturing stream without invalidating the capture; "
+          "use stream_ref::from_native_handle(handle, device)");
+    CHECK(cudaGetLastError() == cudaSuccess);
+  }
+  CHECK(take(unnamed.device()) == s.device());  // asked again once the capture has ended
+}
+
+TEST_CASE("events belong to a device, and event_ref refers to one", "[event]") {
+  const int count = take(device_count());
+  const device_id here = take(current_device());
+  const device_id last(count - 1);
+
+  auto on_current = take(event::create());
+  CHECK(on_current.device() == here);
+  auto on_last = take(event::create(last, event_options{.timing = false}));
+  CHECK(on_last.device() == last);
+  CHECK(take(current_device()) == here);  // made current for the creation only
+
+  auto bad = event::create(device_id(count));
+  REQUIRE_FALSE(bad);
+  CHECK(bad.error().code() == errc::out_of_range);
+  CHECK(std::string(bad.error().message()) ==
+        "event::create: device " + std::to_string(count) + " out of range (" + std::to_string(count) + " devices)");
+  CHECK(take(current_device()) == here);
+
+  // Record, wait and query through a reference; streams of any device may wait for the event.
+  auto producer = take(stream::create(last));
+  auto consumer = take(stream::create(here));
+  const event_ref produced = on_last;
+  CHECK(produced == on_last.ref());
+  CHECK(produced.get() == on_last.get());
+  CHECK(event_ref::from_native_handle(on_last.get()) == produced);
+  {
+    const busy_stream busy(producer);
+    REQUIRE_OK(produced.record(producer));
+    REQUIRE_OK(consumer.wait(produced));
+    REQUIRE_OK(stream_ref(consumer).wait(on_last));
+    do_nothing<<<1, 1, 0, consumer.get()>>>();
+    REQUIRE(cudaGetLastError() == cudaSuccess);
+    CHECK(take(produced.ready()) == false);
+    CHECK(take(consumer.ready()) == false);  // its kernel waits for the producer
+  }
+  REQUIRE_OK(consumer.synchronize());
+  CHECK(take(produced.ready()) == true);
+  REQUIRE_OK(produced.synchronize());
+
+  // Timing through references.
+  auto stop = take(event::create(here));
+  const event_ref start = on_current;
+  REQUIRE_OK(start.record(consumer));
+  REQUIRE_OK(stop.record(consumer));
+  REQUIRE_OK(stop.synchronize());
+  CHECK(take(event::elapsed_ms(start, stop)) >= 0.0f);
+
+  // A moved-from event hands out an invalid reference, and keeps no device of its own to offer.
+  event moved = std::move(on_current);
+  CHECK(moved.device() == here);
+  CHECK(moved.ref() == start);
+  CHECK_FALSE(on_current.ref().valid());
+  CHECK(consumer.wait(on_current).error().code() == errc::invalid_argument);
+  CHECK(event::elapsed_ms(on_current, stop).error().code() == errc::invalid_argument);
+}
+
+TEST_CASE("registered host memory is used by kernels through its host address", "[host_register]") {
+  std::vector<int> values(1000);
+  for (std::size_t i = 0; i < values.size(); ++i) values[i] = static_cast<int>(i);
+
+  const int count = take(device_count());
+  bool every_device_can = true;
+  for (int ordinal = 0; ordinal < count; ++ordinal) {
+    int can = 0;
+    REQUIRE(cudaDeviceGetAttribute(&can, cudaDevAttrCanUseHostPointerForRegisteredMem, ordinal) == cudaSuccess);
+    every_device_can = every_device_can && can == 1;
+  }
+  if (!every_device_can) {
+    // Refused, and nothing stays registered.
+    auto refused = host_register(span(values));
+    REQUIRE_FALSE(refused);
+    CHECK(refused.error().code() == errc::not_supported);
+    unsigned flags = 0;
+    CHECK(cudaHostGetFlags(&flags, values.data()) != cudaSuccess);
+    (void)cudaGetLastError();
+    return;
+  }
+
+  auto registration = take(host_register(span(values)));
+  const pinned_span<int> view = registration;
+  CHECK(view.data().get() == values.data());
+  CHECK(view.size() == values.size());
+  unsigned flags = 0;
+  REQUIRE(cudaHostGetFlags(&flags, values.data()) == cudaSuccess);
+  CHECK((flags & cudaHostRegisterMapped) != 0);
+
+  add_one<<<4, 256>>>(view);
+  REQUIRE(cudaGetLastError() == cudaSuccess);
+  REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+  for (std::size_t i = 0; i < values.size(); ++i) REQUIRE(values[i] == static_cast<int>(i) + 1);
+
+  // A moved-from registration views nothing; the moved-to one keeps the memory registered.
+  auto kept = std::move(registration);
+  CHECK(registration.view().empty());
+  CHECK(kept.view().data().get() == values.data());
+  REQUIRE(cudaHostGetFlags(&flags, values.data()) == cudaSuccess);
+}
+
+TEST_CASE("compute_capability is major * 10 + minor, also when the minor version is 0", "[device]") {
+  int major = 0, minor = 0;
+  REQUIRE(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, 0) == cudaSuccess);
+  REQUIRE(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, 0) == cudaSuccess);
+  CHECK(take(compute_capability(device_id(0))) == major * 10 + minor);
+  CHECK(take(compute_capability(device_id(0))) == major * 10 + minor);  // from the cache
+  const int count = take(device_count());
+  CHECK(compute_capability(device_id(count)).error().code() == errc::out_of_range);
+  CHECK(compute_capability(device_id(-1)).error().code() == errc::out_of_range);
+}
+
+TEST_CASE("a device_guard assigned over restores its own device first", "[device][multi_gpu]") {
+  if (take(device_count()) < 2) {
+    SUCCEED("needs two devices");
+    return;
+  }
+  REQUIRE_OK(set_current_device(device_id(0)));
+  {
+    auto outer = take(device_guard::set(device_id(1)));  // will restore 0
+    {
+      auto inner = take(device_guard::set(device_id(0)));  // will restore 1
+      CHECK(take(current_device()) == device_id(0));
+      outer = std::move(inner);  // outer restores 0 now, then owes 1
+      CHECK(take(current_device()) == device_id(0));
+    }
+    CHECK(take(current_device()) == device_id(0));  // the moved-from inner restored nothing
+  }
+  CHECK(take(current_device()) == device_id(1));
+  REQUIRE_OK(set_current_device(device_id(0)));
+
+  auto kept = take(device_guard::keep_current());
+  {
+    auto switched = take(device_guard::set(device_id(1)));
+    kept = std::move(switched);  // kept restored nothing, and now owes 0
+    CHECK(take(current_device()) == device_id(1));
+  }
+  CHECK(take(current_device()) == device_id(1));
+  kept = take(device_guard::keep_current());  // restores 0
+  CHECK(take(current_device()) == device_id(0));
 }
