@@ -79,6 +79,7 @@ class buffer {
   /// whatever the resource reports.
   [[nodiscard]] static result<buffer> allocate(std::size_t count, stream_ref s, resource_ref<Kind> resource) noexcept {
     if (!s.valid()) return error(errc::invalid_argument, "buffer::allocate", "the stream was moved from");
+    if (auto bytes = detail::bytes_of(count, sizeof(T), "buffer::allocate"); !bytes) return bytes.error();
     device_id where = device_id::host();
     if constexpr (!std::is_same_v<Kind, host> && !std::is_same_v<Kind, pinned>) {
       auto stream_device = s.device();

@@ -11,11 +11,11 @@ int main() {
   std::vector<int> values(4, 1);
   if (!device_buf || !stream) return 1;
 #ifdef CUDAMEM_EXPECT_COMPILE_ERROR
-  auto done = device_buf->copy_from(cudamem::span(values), *stream);
+  auto done = cudamem::copy_from_host(*device_buf, cudamem::span(values), *stream);
 #else
   auto locked = cudamem::host_register(cudamem::span(values));
   if (!locked) return 1;
-  auto done = device_buf->copy_from(locked->view(), *stream);
+  auto done = cudamem::copy_from_host(*device_buf, *locked, *stream);
 #endif
   return done && stream->synchronize() ? 0 : 1;
 }

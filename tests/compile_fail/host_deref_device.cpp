@@ -4,7 +4,7 @@
 
 int main() {
   auto device_buf = cudamem::device_buffer<int>::allocate(4);
-  if (!device_buf || !device_buf->memset(0)) return 1;
+  if (!device_buf || !cudamem::fill_bytes(*device_buf, 0)) return 1;
   const cudamem::device_span<int> values = device_buf->view();
 #ifdef CUDAMEM_EXPECT_COMPILE_ERROR
   return values[0] + *values.data();

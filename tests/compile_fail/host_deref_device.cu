@@ -15,6 +15,6 @@ int first_element(cudamem::device_span<int> values) {
 
 int main() {
   auto device_buf = cudamem::device_buffer<int>::allocate(4);
-  if (!device_buf || !device_buf->memset(0)) return 1;
+  if (!device_buf || !cudamem::fill_bytes(*device_buf, 0)) return 1;
   return first_element(*device_buf);
 }

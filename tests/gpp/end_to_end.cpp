@@ -30,7 +30,7 @@ int main() {
 
   if (auto ok = copy(*d, *staging, *s); !ok) return fail(ok.error());
   if (auto ok = fill_bytes(*staging, 0, *s); !ok) return fail(ok.error());
-  if (auto ok = d->copy_to_host(*staging, *s); !ok) return fail(ok.error());
+  if (auto ok = cudamem::copy_to_host(*staging, *d, *s); !ok) return fail(ok.error());
   if (auto ok = s->synchronize(); !ok) return fail(ok.error());
   for (std::size_t i = 0; i < n; ++i)
     if ((*staging)[i] != 0.5 * static_cast<double>(i)) {

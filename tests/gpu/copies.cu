@@ -43,7 +43,7 @@ void round_trip(const std::vector<std::uint32_t>& expected, stream_ref s) {
     check();
     // The members say the same thing.
     REQUIRE_OK(fill_bytes(dst, test::poison, s));
-    REQUIRE_OK(inner.copy_from(src, s));
+    REQUIRE_OK(copy(inner, src, s));
     REQUIRE_OK(s.synchronize());
     check();
   }
@@ -85,31 +85,31 @@ TEST_CASE("1 GiB round trips through the main paths", "[copy][large]") {
   round_trip<managed, device>(expected, s);
 }
 
-TEST_CASE("the MemoryPointer members move data like the free functions", "[copy]") {
+TEST_CASE("CuPy's MemoryPointer operations move data like copy and fill_bytes", "[copy]") {
   auto s = take(stream::create());
   const auto expected = test::random_vector<std::int16_t>(4097, test::fresh_seed());
   auto dev = take(device_buffer<std::int16_t>::allocate(expected.size(), s));
   auto staging = take(pinned_buffer<std::int16_t>::allocate(expected.size()));
   std::memcpy(staging.data().get(), expected.data(), expected.size() * sizeof(std::int16_t));
 
-  REQUIRE_OK(dev.copy_from_host(staging, s));
+  REQUIRE_OK(copy_from_host(dev, staging, s));
   std::vector<std::int16_t> out(expected.size(), 0);
   REQUIRE_OK(s.synchronize());
-  REQUIRE_OK(dev.copy_to_host(span(out)));
+  REQUIRE_OK(copy_to_host(span(out), dev));
   CHECK(out == expected);
 
   auto other = take(device_buffer<std::int16_t>::allocate(expected.size()));
-  REQUIRE_OK(other.copy_from_device(dev));
-  REQUIRE_OK(staging.memset(0));
-  REQUIRE_OK(other.copy_to_host(staging, s));
+  REQUIRE_OK(copy_from_device(other, dev));
+  REQUIRE_OK(fill_bytes(staging, 0));
+  REQUIRE_OK(copy_to_host(staging, other, s));
   REQUIRE_OK(s.synchronize());
   CHECK(std::memcmp(staging.data().get(), expected.data(), expected.size() * sizeof(std::int16_t)) == 0);
 
-  REQUIRE_OK(other.memset(0x7f, s));
-  REQUIRE_OK(other.copy_to(span(out)));
+  REQUIRE_OK(fill_bytes(other, 0x7f, s));
+  REQUIRE_OK(copy(span(out), other));
   CHECK(test::all_bytes(out, 0x7f));
-  REQUIRE_OK(dev.view().copy_to(other));
-  REQUIRE_OK(other.copy_to_host(span(out)));
+  REQUIRE_OK(copy(other, dev.view()));
+  REQUIRE_OK(copy_to_host(span(out), other));
   CHECK(out == expected);
 }
 
@@ -223,7 +223,7 @@ TEST_CASE("allocations follow the stream's device", "[multi_gpu]") {
   REQUIRE(cudaPointerGetAttributes(&attributes, on1.data().get()) == cudaSuccess);
   CHECK(attributes.device == 1);
   CHECK(take(current_device()) == device_id(0));
-  REQUIRE_OK(on1.memset(0, s1));
+  REQUIRE_OK(fill_bytes(on1, 0, s1));
   // A typed fill launches on the stream's device, whatever the current device is.
   REQUIRE_OK(fill(on1, 5, s1));
   REQUIRE_OK(s1.synchronize());

@@ -24,9 +24,9 @@ TEST_CASE("copies with differing extents write nothing", "[misuse]") {
   CHECK(std::string(sync.error().message()) == "copy: extents differ (dst 100, src 99)");
   auto async = copy(dst, src, s);
   CHECK(async.error().code() == errc::extents_mismatch);
-  auto member = dst.copy_from(src, s);
-  CHECK(member.error().code() == errc::extents_mismatch);
-  CHECK(starts_with(member.error(), "copy_from: extents differ"));
+  auto named = copy_from_device(dst, src, s);
+  CHECK(named.error().code() == errc::extents_mismatch);
+  CHECK(starts_with(named.error(), "copy_from_device: extents differ"));
   REQUIRE_OK(s.synchronize());
   CHECK(test::all_bytes(test::read_back(dst.view()), test::poison));
 }
@@ -72,7 +72,7 @@ TEST_CASE("an allocation larger than the device fails cleanly", "[misuse]") {
   CHECK(cudaGetLastError() == cudaSuccess);
   // The context is intact: a normal allocation still works.
   auto fine = take(device_buffer<std::byte>::allocate(1024, s));
-  REQUIRE_OK(fine.memset(0, s));
+  REQUIRE_OK(fill_bytes(fine, 0, s));
   REQUIRE_OK(s.synchronize());
 }
 

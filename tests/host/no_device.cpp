@@ -57,9 +57,9 @@ TEST_CASE("copies and fills fail cleanly and write nothing", "[no_device]") {
 
   require_cuda_error(copy(span(host_side), fake), "");
   require_cuda_error(copy(fake, span(host_side)), "");
-  require_cuda_error(fake.copy_to_host(span(host_side)), "copy_to: cudaGetDevice");
+  require_cuda_error(copy_to_host(span(host_side), fake), "copy_to_host: cudaGetDevice");
   require_cuda_error(fill_bytes(fake, 1), "");
-  require_cuda_error(fill_bytes(fake, 1, stream_ref::legacy()), "memset: cudaMemsetAsync");
+  require_cuda_error(fill_bytes(fake, 1, stream_ref::legacy()), "fill_bytes: cudaMemsetAsync");
   const auto other = device_span<std::uint8_t>(device_ptr<std::uint8_t>(fake.data().get() + 4096, device_id(0)), 64);
   require_cuda_error(copy(fake, other, stream_ref::legacy()), "copy");
   CHECK(host_side == std::vector<std::uint8_t>(64, 0xab));

@@ -143,7 +143,7 @@ TEST_CASE("pageable copies and fills run on the host and check everything", "[co
 
   REQUIRE(fill_bytes(span(dst), 0));
   CHECK(dst == std::vector<int>(6, 0));
-  REQUIRE(span(dst).memset(0xff));
+  REQUIRE(fill_bytes(span(dst), 0xff));
   CHECK(dst == std::vector<int>(6, -1));
 
   std::vector<int> shorter(5, 9);
@@ -165,12 +165,16 @@ TEST_CASE("pageable copies and fills run on the host and check everything", "[co
   CHECK(fill_bytes(make_host_span(static_cast<int*>(nullptr), 0), 1));
   CHECK_FALSE(fill_bytes(make_host_span(static_cast<int*>(nullptr), 3), 1));
 
-  // Members read like CuPy's MemoryPointer.
+  // CuPy's MemoryPointer names, each restricted to the kinds its name promises, each reporting
+  // under its own name.
   std::vector<int> back(6, 0);
-  REQUIRE(span(back).copy_from(span(src)));
+  REQUIRE(copy_from_host(span(back), span(src)));
   CHECK(back == src);
-  REQUIRE(span(src).copy_to(span(dst)));
+  REQUIRE(copy_to_host(span(dst), span(src)));
   CHECK(dst == src);
+  CHECK(std::string(copy_to_host(span(shorter), span(src)).error().message()).starts_with("copy_to_host: "));
+  CHECK(std::string(fill_bytes(make_host_span(static_cast<int*>(nullptr), 3), 1).error().message())
+            .starts_with("fill_bytes: "));
 }
 
 TEST_CASE("copies of device spans are checked before CUDA is called", "[copy]") {
@@ -237,10 +241,178 @@ TEST_CASE("unqualified calls on std::byte views do not collide with std::copy", 
   CHECK(a == std::vector<std::byte>(8, std::byte{3}));
   std::vector<float> f(2, 1.0f);
   auto bytes = as_bytes(span(f));
-  CHECK(bytes.size() == 2 * sizeof(float));
-  std::vector<std::byte> raw(bytes.size());
-  REQUIRE(copy(span(raw), bytes));
+  REQUIRE(bytes);
+  CHECK(bytes->size() == 2 * sizeof(float));
+  std::vector<std::byte> raw(bytes->size());
+  REQUIRE(copy(span(raw), *bytes));
   float back[2] = {};
   std::memcpy(back, raw.data(), sizeof back);
   CHECK(back[1] == 1.0f);
+}
+
+namespace {
+template <class D, class S>
+concept copyable_to_host = requires(const D& d, const S& s) { copy_to_host(d, s); };
+template <class D, class S>
+concept copyable_from_device = requires(const D& d, const S& s) { copy_from_device(d, s); };
+template <class D, class S>
+concept copyable_from_host = requires(const D& d, const S& s) { copy_from_host(d, s); };
+}  // namespace
+
+TEST_CASE("CuPy's named copies take only the kinds their names promise", "[copy]") {
+  STATIC_REQUIRE(copyable_to_host<pinned_span<int>, device_span<int>>);
+  STATIC_REQUIRE(copyable_to_host<managed_span<int>, device_span<int>>);
+  STATIC_REQUIRE_FALSE(copyable_to_host<device_span<int>, pinned_span<int>>);
+  STATIC_REQUIRE(copyable_from_device<host_span<int>, device_span<const int>>);
+  STATIC_REQUIRE(copyable_from_device<device_span<int>, managed_span<int>>);
+  STATIC_REQUIRE_FALSE(copyable_from_device<device_span<int>, pinned_span<int>>);
+  STATIC_REQUIRE(copyable_from_host<device_span<int>, pinned_span<int>>);
+  STATIC_REQUIRE_FALSE(copyable_from_host<device_span<int>, device_span<int>>);
+}
+
+TEST_CASE("ptr ordering is consistent with equality and usable in constant expressions", "[ptr]") {
+  static int cells[4] = {};
+  constexpr host_ptr<int> a(cells);
+  constexpr host_ptr<int> b(cells + 2);
+  STATIC_REQUIRE(a < b);
+  STATIC_REQUIRE(a <= b);
+  STATIC_REQUIRE(b > a);
+  STATIC_REQUIRE(b >= a);
+  STATIC_REQUIRE(a <= a);
+  STATIC_REQUIRE_FALSE(a < a);
+  // Same address, different device: not equal, so ordered one way.
+  auto p = device_ptr<int>(reinterpret_cast<int*>(std::uintptr_t{0x1000}), device_id(0));
+  auto q = device_ptr<int>(reinterpret_cast<int*>(std::uintptr_t{0x1000}), device_id(1));
+  CHECK(p != q);
+  CHECK(p < q);
+  CHECK_FALSE(q < p);
+  CHECK(q >= p);
+}
+
+TEST_CASE("slicing keeps a null view null and never steps backwards", "[span]") {
+  const auto null_view = make_host_span(static_cast<int*>(nullptr), 8);
+  auto tail = null_view.subspan(4);
+  REQUIRE(tail);
+  CHECK(tail->data().get() == nullptr);
+  CHECK(tail->size() == 4);
+  CHECK(null_view.last(2)->data().get() == nullptr);
+  std::vector<int> dst(4, 7);
+  auto refused = copy(span(dst), *tail);
+  REQUIRE_FALSE(refused);
+  CHECK(refused.error().code() == errc::invalid_argument);
+  CHECK(dst == std::vector<int>(4, 7));
+
+  // A malformed view claiming more elements than pointer arithmetic can step: an offset past
+  // PTRDIFF_MAX bytes must be refused, not wrap to an address before the view.
+  const std::size_t huge = std::numeric_limits<std::size_t>::max() / sizeof(std::uint64_t);
+  const auto wide = fake_device_span<std::uint64_t>(0x100000, huge);
+  const std::size_t beyond = static_cast<std::size_t>(PTRDIFF_MAX) / sizeof(std::uint64_t) + 1;
+  auto slice = wide.subspan(beyond, 1);
+  REQUIRE_FALSE(slice);
+  CHECK(slice.error().code() == errc::size_overflow);
+  CHECK(wide.subspan(16, 1)->data().get() == reinterpret_cast<std::uint64_t*>(std::uintptr_t{0x100000} + 128));
+
+  std::vector<int> v{1, 2, 3, 4};
+  auto inner = span(v).subspan_unchecked(1, 2);
+  CHECK(inner.size() == 2);
+  CHECK(inner[0] == 2);
+}
+
+TEST_CASE("as_bytes refuses a view whose byte count does not fit", "[span]") {
+  const auto too_big = fake_device_span<std::uint32_t>(0x1000, std::numeric_limits<std::size_t>::max() / 2);
+  auto bytes = as_bytes(too_big);
+  REQUIRE_FALSE(bytes);
+  CHECK(bytes.error().code() == errc::size_overflow);
+  CHECK(contains(bytes.error(), "as_bytes"));
+  CHECK(as_writable_bytes(too_big).error().code() == errc::size_overflow);
+  CHECK(as_bytes(fake_device_span<std::uint32_t>(0x1000, 3))->size() == 12);
+}
+
+namespace {
+struct alignas(256) wide_cell {
+  unsigned char bytes[256];
+};
+template <class B>
+concept writable_through = requires(B& b) { fill_bytes(b, 0); };
+template <class B>
+concept stream_copyable_from = requires(B&& b, device_span<int> d, stream_ref s) { copy(d, std::forward<B>(b), s); };
+}  // namespace
+
+TEST_CASE("host buffers honour the element type's alignment", "[buffer]") {
+  auto cells = host_buffer<wide_cell>::allocate(3);
+  REQUIRE(cells);
+  CHECK(reinterpret_cast<std::uintptr_t>(cells->data().get()) % 256 == 0);
+  host_resource plain;
+  auto page = plain.allocate(stream_ref(), 100, 4096);
+  REQUIRE(page);
+  CHECK(reinterpret_cast<std::uintptr_t>(*page) % 4096 == 0);
+  plain.deallocate(stream_ref(), *page, 100, 4096);
+  CHECK(plain.allocate(stream_ref(), 8, 3).error().code() == errc::invalid_argument);
+  CHECK(device_malloc_resource().allocate(stream_ref(), 8, 512).error().code() == errc::not_supported);
+}
+
+TEST_CASE("owners are deep-const and refuse temporaries where work is queued", "[buffer]") {
+  using B = device_buffer<int>;
+  STATIC_REQUIRE(std::is_same_v<decltype(std::declval<const B&>().view()), device_span<const int>>);
+  STATIC_REQUIRE(std::is_same_v<decltype(std::declval<B&>().view()), device_span<int>>);
+  STATIC_REQUIRE(std::is_same_v<decltype(std::declval<const B&>().data()), device_ptr<const int>>);
+  STATIC_REQUIRE(std::is_same_v<decltype(std::declval<const host_buffer<int>&>()[0]), const int&>);
+  STATIC_REQUIRE(std::is_convertible_v<const B&, device_span<const int>>);
+  STATIC_REQUIRE_FALSE(std::is_convertible_v<const B&, device_span<int>>);
+  STATIC_REQUIRE_FALSE(std::is_convertible_v<B&&, device_span<int>>);
+  STATIC_REQUIRE_FALSE(std::is_convertible_v<B&&, device_span<const int>>);
+  STATIC_REQUIRE(writable_through<B>);
+  STATIC_REQUIRE(B::owns_memory);
+  STATIC_REQUIRE(detail::temporary_owner<B>);
+  STATIC_REQUIRE(detail::temporary_owner<const B>);
+  STATIC_REQUIRE_FALSE(detail::temporary_owner<B&>);
+  STATIC_REQUIRE_FALSE(detail::temporary_owner<device_span<int>>);
+}
+
+TEST_CASE("the engine checks 2D operands once for every kind", "[copy][2d]") {
+  using detail::operand;
+  using detail::kind_id;
+  const auto host2d = [](void* p, std::size_t w, std::size_t h, std::size_t pitch) {
+    return operand{p, w, h, pitch, device_id::host(), kind_id::host};
+  };
+  std::vector<int> a(40, 0);
+  std::vector<int> b(40);
+  for (int i = 0; i < 40; ++i) b[i] = i;
+  // 3 x 4 ints out of rows of 10 into rows of 5: only the 3 leading elements of each row move.
+  REQUIRE(detail::copy_sync(host2d(a.data(), 3, 4, 5 * sizeof(int)), host2d(b.data(), 3, 4, 10 * sizeof(int)),
+                            sizeof(int), cudaMemcpyHostToHost, "copy"));
+  for (int row = 0; row < 4; ++row)
+    for (int col = 0; col < 5; ++col) CHECK(a[row * 5 + col] == (col < 3 ? row * 10 + col : 0));
+
+  // A 1D operand of as many elements reads as contiguous rows.
+  std::vector<int> flat(12, -1);
+  REQUIRE(detail::copy_sync(host2d(flat.data(), 12, 1, 0), host2d(b.data(), 3, 4, 10 * sizeof(int)), sizeof(int),
+                            cudaMemcpyHostToHost, "copy"));
+  CHECK(flat[3] == 10);
+  CHECK(flat[11] == 32);
+
+  auto mismatch = detail::plan_copy(host2d(a.data(), 3, 4, 20), host2d(b.data(), 3, 5, 20), 4, cudaMemcpyHostToHost, "copy");
+  REQUIRE_FALSE(mismatch);
+  CHECK(std::string(mismatch.error().message()) == "copy: extents differ (dst 3 x 4, src 3 x 5)");
+  auto short_pitch = detail::plan_copy(host2d(a.data(), 3, 4, 8), host2d(b.data(), 3, 4, 40), 4, cudaMemcpyHostToHost, "copy");
+  REQUIRE_FALSE(short_pitch);
+  CHECK(contains(short_pitch.error(), "dst pitch (8 bytes) is less than its row (12 bytes)"));
+  // Rows interleaved within one allocation are refused as overlapping (the test is conservative).
+  auto interleaved = detail::plan_copy(host2d(a.data(), 2, 4, 16), host2d(a.data() + 2, 2, 4, 16), 4, cudaMemcpyHostToHost, "copy");
+  REQUIRE_FALSE(interleaved);
+  CHECK(interleaved.error().code() == errc::overlap);
+  // A footprint that would run past the end of the address space.
+  auto wrap = detail::plan_fill(host2d(reinterpret_cast<void*>(std::uintptr_t{0x1000}), 4,
+                                       std::numeric_limits<std::size_t>::max() / 64, 128), 4, 0, "fill_bytes");
+  REQUIRE_FALSE(wrap);
+  CHECK(wrap.error().code() == errc::size_overflow);
+  // Contiguous rows fold into one row (a single 1D CUDA call).
+  auto folded = detail::plan_fill(host2d(a.data(), 5, 8, 20), 4, 0, "fill_bytes");
+  REQUIRE(folded);
+  CHECK(folded->dst.contiguous());
+  std::vector<int> cleared(40, 5);
+  REQUIRE(detail::fill_sync(host2d(cleared.data(), 2, 4, 40), 4, 0, "fill_bytes"));
+  CHECK(cleared[0] == 0);
+  CHECK(cleared[2] == 5);
+  CHECK(cleared[10] == 0);
 }

@@ -48,6 +48,8 @@ inline result<region> check_operand(const operand& o, std::size_t elem_size, con
   if (!row_bytes) return row_bytes.error();
   region r{const_cast<void*>(o.addr), *row_bytes, o.height, o.height > 1 ? o.pitch : *row_bytes, 0, o.device, o.kind};
   if (r.row_bytes == 0 || r.rows == 0) return region{r.addr, 0, 0, 0, 0, o.device, o.kind};
+  if (r.addr == nullptr && r.rows == 1)
+    return error(errc::invalid_argument, api, "%s is null with %zu elements", role, o.width);
   if (r.addr == nullptr)
     return error(errc::invalid_argument, api, "%s is null with %zu x %zu elements", role, o.width, o.height);
   if (r.rows > 1 && r.pitch < r.row_bytes)
@@ -121,7 +123,8 @@ inline result<copy_plan> plan_copy(operand dst, operand src, std::size_t elem_si
   // Unified addressing: host and every device share one address space, so addresses alone decide.
   if (to < from + plan.src.footprint && from < to + plan.dst.footprint)
     return error(errc::overlap, api, "source and destination overlap");
-  if (!plan.dst.contiguous() || !plan.src.contiguous()) {
+  const bool pageable = plan.dst.kind == kind_id::host && plan.src.kind == kind_id::host;  // copied by the host
+  if (!pageable && (!plan.dst.contiguous() || !plan.src.contiguous())) {
     auto limit_device = device_of(plan.dst, &plan.src, api);
     if (!limit_device) return limit_device.error();
     if (auto ok = check_pitch_limit(plan.dst, *limit_device, "dst", api); !ok) return ok.error();
@@ -140,7 +143,7 @@ inline result<fill_plan> plan_fill(const operand& dst, std::size_t elem_size, un
                                    const char* api) noexcept {
   auto d = check_operand(dst, elem_size, "dst", api);
   if (!d) return d.error();
-  if (!d->empty() && !d->contiguous()) {
+  if (!d->empty() && !d->contiguous() && d->kind != kind_id::host) {
     auto limit_device = device_of(*d, nullptr, api);
     if (!limit_device) return limit_device.error();
     if (auto ok = check_pitch_limit(*d, *limit_device, "dst", api); !ok) return ok.error();

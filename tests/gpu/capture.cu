@@ -1,0 +1,127 @@
+// Graph capture: every stream-ordered copy, fill and allocation can be captured, and a synchronous
+// operation during a capture (any mode, any thread) either completes without disturbing it or is
+// refused before anything is written.
+#include "common.cuh"
+
+#include <numeric>
+#include <thread>
+
+using namespace cudamem;
+using test::take;
+
+namespace {
+const char* name_of(cudaStreamCaptureMode mode) {
+  switch (mode) {
+    case cudaStreamCaptureModeGlobal: return "global";
+    case cudaStreamCaptureModeThreadLocal: return "thread-local";
+    default: return "relaxed";
+  }
+}
+
+// Ends the capture on `s`, which must still be valid, then instantiates and replays the graph once.
+void end_and_replay(const stream& s) {
+  cudaGraph_t graph = nullptr;
+  REQUIRE(cudaStreamEndCapture(s.get(), &graph) == cudaSuccess);
+  REQUIRE(graph != nullptr);
+  cudaGraphExec_t exec = nullptr;
+  REQUIRE(cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess);
+  REQUIRE(cudaGraphLaunch(exec, s.get()) == cudaSuccess);
+  REQUIRE_OK(s.synchronize());
+  CHECK(cudaGraphExecDestroy(exec) == cudaSuccess);
+  CHECK(cudaGraphDestroy(graph) == cudaSuccess);
+}
+}  // namespace
+
+TEST_CASE("synchronous work beside another stream's capture completes and leaves the capture intact", "[graph]") {
+  const auto mode = GENERATE(cudaStreamCaptureModeGlobal, cudaStreamCaptureModeThreadLocal, cudaStreamCaptureModeRelaxed);
+  const bool other_thread = GENERATE(false, true);
+  INFO(name_of(mode) << " capture, synchronous calls from the " << (other_thread ? "other" : "capturing") << " thread");
+  auto s = take(stream::create());  // non-blocking: the legacy stream does not join its capture
+  auto captured = take(device_buffer<int>::allocate(256));
+  auto target = take(device_buffer<int>::allocate(256));
+  auto pinned_out = take(pinned_buffer<int>::allocate(256));
+  std::vector<int> values(256);
+  std::iota(values.begin(), values.end(), 1);
+  std::vector<int> back(256, 0);
+  REQUIRE_OK(fill_bytes(captured, 0));
+
+  REQUIRE(cudaStreamBeginCapture(s.get(), mode) == cudaSuccess);
+  REQUIRE_OK(fill_bytes(captured, 1, s));  // recorded, runs only when the graph is replayed
+  status copied, read, filled, allocated;
+  const auto synchronous_work = [&] {
+    copied = copy(target, span(values));
+    read = copy(span(back), target);
+    filled = fill_bytes(pinned_out, 0x11);
+    // cudaMalloc and cudaFree: not part of the capture.
+    allocated = device_buffer<int>::allocate(64).transform([](auto&&) {});
+  };
+  if (other_thread) std::thread(synchronous_work).join();
+  else synchronous_work();
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  REQUIRE(cudaStreamIsCapturing(s.get(), &capture) == cudaSuccess);
+  CHECK(capture == cudaStreamCaptureStatusActive);
+  end_and_replay(s);
+
+  REQUIRE_OK(copied);
+  REQUIRE_OK(read);
+  REQUIRE_OK(filled);
+  REQUIRE_OK(allocated);
+  CHECK(back == values);
+  CHECK(test::all_bytes(test::read_back(pinned_out.view()), 0x11));
+  CHECK(test::all_bytes(test::read_back(captured.view()), 1));
+  CHECK(cudaGetLastError() == cudaSuccess);
+}
+
+TEST_CASE("synchronous work that a blocking stream's capture would absorb is refused before writing", "[graph]") {
+  const auto mode = GENERATE(cudaStreamCaptureModeGlobal, cudaStreamCaptureModeThreadLocal, cudaStreamCaptureModeRelaxed);
+  INFO(name_of(mode) << " capture");
+  auto s = take(stream::create(stream_options{.non_blocking = false}));
+  auto dst = take(device_buffer<int>::allocate(64));
+  std::vector<int> values(64, 3);
+  REQUIRE_OK(fill_bytes(dst, test::poison));
+
+  REQUIRE(cudaStreamBeginCapture(s.get(), mode) == cudaSuccess);
+  REQUIRE_OK(fill_bytes(dst, 0, s));
+  auto copied = copy(dst, span(values));
+  auto filled = fill_bytes(dst, 7);
+  end_and_replay(s);
+
+  REQUIRE_FALSE(copied);
+  CHECK(copied.error().code() == errc::capture_active);
+  CHECK(std::string(copied.error().message()).starts_with("copy: "));
+  REQUIRE_FALSE(filled);
+  CHECK(filled.error().code() == errc::capture_active);
+  CHECK(test::all_bytes(test::read_back(dst.view()), 0));  // only the replayed fill wrote
+}
+
+TEST_CASE("stream-ordered allocation, typed fill and copies are captured into a graph", "[graph]") {
+  const auto mode = GENERATE(cudaStreamCaptureModeGlobal, cudaStreamCaptureModeThreadLocal, cudaStreamCaptureModeRelaxed);
+  INFO(name_of(mode) << " capture");
+  auto s = take(stream::create());
+  auto out = take(pinned_buffer<int>::allocate(1000));
+  REQUIRE_OK(fill_bytes(out, 0));
+
+  REQUIRE(cudaStreamBeginCapture(s.get(), mode) == cudaSuccess);
+  status filled, copied;
+  std::string allocation_error;
+  {
+    auto scratch = device_buffer<int>::allocate(1000, s);  // the allocation becomes a graph node
+    if (scratch) {
+      filled = fill(*scratch, 42, s);
+      copied = copy(out, *scratch, s);
+    } else {
+      allocation_error = scratch.error().message();
+    }
+  }  // and so does the free
+  // A raw handle of unknown device: the library must not ask a capturing stream for its device.
+  auto unknown = device_buffer<int>::allocate(10, stream_ref::from_native_handle(s.get()));
+  end_and_replay(s);
+
+  CHECK(allocation_error.empty());
+  REQUIRE_OK(filled);
+  REQUIRE_OK(copied);
+  REQUIRE_FALSE(unknown);
+  CHECK(unknown.error().code() == errc::capture_active);
+  CHECK(test::read_back(out.view()) == std::vector<int>(1000, 42));
+  CHECK(cudaGetLastError() == cudaSuccess);
+}

@@ -1,0 +1,200 @@
+// The transfer engine on real memory: 2D copies and fills in every direction, the typed fill's
+// device rule, where buffers are freed, and ordering across two devices.
+#include "common.cuh"
+
+using namespace cudamem;
+using test::take;
+
+namespace test {
+/// A minimal pitched view of device memory, as a 2D view type plugs into copies and fills: it
+/// names its kind, returns itself from view(), and gives the engine its operand.
+template <class T>
+struct rows_view {
+  using element_type = T;
+  using value_type = std::remove_cv_t<T>;
+  using kind = device;
+  T* first;
+  std::size_t width, height, pitch;
+  device_id where;
+  rows_view view() const noexcept { return *this; }
+  friend detail::operand operand_of(rows_view v) noexcept {
+    return {v.first, v.width, v.height, v.pitch, v.where, detail::kind_id::device};
+  }
+};
+
+/// A resource that records where and on which stream its memory was given back.
+struct recording_resource {
+  using kind = device;
+  int freed_on = -1;
+  cudaStream_t freed_stream = nullptr;
+  result<void*> allocate(stream_ref s, std::size_t bytes, std::size_t alignment) noexcept {
+    return device_malloc_resource().allocate(s, bytes, alignment);
+  }
+  void deallocate(stream_ref s, void* p, std::size_t bytes, std::size_t alignment) noexcept {
+    (void)cudaGetDevice(&freed_on);
+    freed_stream = s.get();
+    device_malloc_resource().deallocate(s, p, bytes, alignment);
+  }
+};
+static_assert(memory_resource_for<recording_resource, device>);
+
+template <class T, class K>
+__global__ void delay_then_fill(span<T, K> out, T value, unsigned long long cycles) {
+  const unsigned long long start = clock64();
+  while (static_cast<unsigned long long>(clock64()) - start < cycles) {
+  }
+  for (std::size_t i = threadIdx.x; i < out.size(); i += blockDim.x) out[i] = value;
+}
+}  // namespace test
+
+TEST_CASE("2D copies move exactly the rows' widths, in every direction", "[copy][2d]") {
+  constexpr std::size_t width = 37, height = 9, host_pitch = 50 * sizeof(int);
+  auto s = take(stream::create());
+  auto dev = take(device_buffer<int>::allocate(64 * height));
+  auto pinned_rows = take(pinned_buffer<int>::allocate(50 * height));
+  const auto source = test::random_vector<int>(50 * height, test::fresh_seed());
+  std::vector<int> back(50 * height, -1);
+  const auto op = [](auto* first, std::size_t pitch, detail::kind_id kind, device_id where) {
+    return detail::operand{first, width, height, pitch, where, kind};
+  };
+  const auto host_side = [&](const int* p) { return op(p, host_pitch, detail::kind_id::host, device_id::host()); };
+  const auto device_side = op(dev.data().get(), 64 * sizeof(int), detail::kind_id::device, device_id(0));
+  REQUIRE_OK(fill_bytes(dev, 0));
+  // pageable -> device, device -> pinned (stream-ordered), pinned -> pageable
+  REQUIRE_OK(detail::copy_sync(device_side, host_side(source.data()), sizeof(int), cudaMemcpyHostToDevice, "copy"));
+  const auto pinned_side = op(pinned_rows.data().get(), host_pitch, detail::kind_id::pinned, device_id::host());
+  REQUIRE_OK(detail::copy_async(pinned_side, device_side, sizeof(int), cudaMemcpyDeviceToHost, s, "copy"));
+  REQUIRE_OK(s.synchronize());
+  REQUIRE_OK(detail::copy_sync(host_side(back.data()), pinned_side, sizeof(int), cudaMemcpyHostToHost, "copy"));
+  for (std::size_t row = 0; row < height; ++row)
+    for (std::size_t col = 0; col < 50; ++col)
+      CHECK(back[row * 50 + col] == (col < width ? source[row * 50 + col] : -1));
+  // The device rows' padding was never written.
+  const auto device_rows = test::read_back(dev.view());
+  CHECK(device_rows[40] == 0);
+  CHECK(device_rows[64 + 36] == source[50 + 36]);
+
+  // Device to device on one device, and a 2D memset.
+  auto second = take(device_buffer<int>::allocate(40 * height));
+  const auto second_side = op(second.data().get(), 40 * sizeof(int), detail::kind_id::device, device_id(0));
+  REQUIRE_OK(fill_bytes(second, 0xff));
+  REQUIRE_OK(detail::copy_sync(second_side, device_side, sizeof(int), cudaMemcpyDeviceToDevice, "copy"));
+  REQUIRE_OK(detail::fill_sync(op(second.data().get() + 40 * 3, 40 * sizeof(int), detail::kind_id::device, device_id(0)),
+                               sizeof(int), 0, "fill_bytes"));
+  const auto second_rows = test::read_back(second.view());
+  CHECK(second_rows[5] == source[5]);
+  CHECK(second_rows[39] == -1);
+  CHECK(second_rows[40 * 3 + 5] == 0);   // a row inside the memset region
+  CHECK(second_rows[40 * 3 + 38] == -1);  // its padding untouched
+}
+
+TEST_CASE("the typed fill writes the rows of a 2D view and not their padding", "[fill][2d]") {
+  auto s = take(stream::create());
+  auto dev = take(device_buffer<float>::allocate(32 * 5));
+  REQUIRE_OK(fill_bytes(dev, 0));
+  const test::rows_view<float> rows{dev.data().get(), 20, 5, 32 * sizeof(float), device_id(0)};
+  REQUIRE_OK(fill(rows, 2.5f, s));
+  REQUIRE_OK(s.synchronize());
+  const auto values = test::read_back(dev.view());
+  for (std::size_t i = 0; i < values.size(); ++i) CHECK(values[i] == (i % 32 < 20 ? 2.5f : 0.0f));
+}
+
+TEST_CASE("buffers are freed through their resource on the stream they were handed to", "[buffer]") {
+  test::recording_resource recorder;
+  auto s1 = take(stream::create());
+  auto s2 = take(stream::create());
+  {
+    auto b = take(device_buffer<int>::allocate(100, s1, recorder));
+    CHECK(b.resource() == resource_ref<device>(recorder));
+    CHECK(b.stream() == s1.ref());
+    b.set_stream(s2);
+  }
+  CHECK(recorder.freed_stream == s2.get());
+  // A default stream means "the one current when used": the free goes to the legacy stream of the
+  // buffer's device, which every blocking stream there (per-thread ones included) is ordered with.
+  { auto b = take(device_buffer<int>::allocate(100, stream_ref::per_thread(), recorder)); }
+  CHECK(recorder.freed_stream == cudaStreamLegacy);
+  { auto b = take(device_buffer<int>::allocate(100, stream_ref(), recorder)); }
+  CHECK(recorder.freed_stream == cudaStreamLegacy);
+}
+
+TEST_CASE("a buffer is freed with its own device current", "[buffer][multi_gpu]") {
+  test::recording_resource recorder;
+  {
+    auto on1 = device_guard::set(device_id(1));
+    REQUIRE(on1);
+    auto b = take(device_buffer<int>::allocate(100, stream_ref(), recorder));
+    CHECK(b.device() == device_id(1));
+    REQUIRE_OK(set_current_device(device_id(0)));
+    // b goes with device 0 current
+  }
+  CHECK(recorder.freed_on == 1);
+  CHECK(take(current_device()) == device_id(0));
+}
+
+TEST_CASE("the typed fill refuses another device's memory before launching anything", "[fill][multi_gpu]") {
+  auto on0 = take(device_buffer<int>::allocate(1024, device_id(0)));
+  auto s1 = take(stream::create(device_id(1)));
+  REQUIRE_OK(fill_bytes(on0, 0));
+  auto refused = fill(on0, 7, s1);
+  REQUIRE_FALSE(refused);
+  CHECK(refused.error().code() == errc::invalid_argument);
+  INFO(refused.error().message());
+  CHECK(std::string(refused.error().message()).find("device 0") != std::string::npos);
+  CHECK(std::string(refused.error().message()).find("device 1") != std::string::npos);
+  // Nothing faulted: both contexts still work and the memory is untouched.
+  REQUIRE_OK(s1.synchronize());
+  CHECK(cudaGetLastError() == cudaSuccess);
+  CHECK(test::read_back(on0.view()) == std::vector<int>(1024, 0));
+  auto on1 = take(device_buffer<int>::allocate(1024, device_id(1)));
+  REQUIRE_OK(fill(on1, 7, s1));
+  REQUIRE_OK(s1.synchronize());
+  CHECK(test::read_back(on1.view()) == std::vector<int>(1024, 7));
+}
+
+TEST_CASE("a synchronous copy across devices waits for pending work on both", "[copy][multi_gpu]") {
+  constexpr std::size_t n = 4096;
+  constexpr unsigned long long cycles = 50'000'000;  // tens of milliseconds
+  auto src = take(device_buffer<int>::allocate(n, device_id(0)));
+  auto dst = take(device_buffer<int>::allocate(n, device_id(1)));
+  auto managed_src = take(managed_buffer<int>::allocate(n, device_id(0)));
+  REQUIRE_OK(fill_bytes(src, 0));
+  REQUIRE_OK(fill_bytes(dst, 0));
+  REQUIRE_OK(fill_bytes(managed_src, 0));
+  {
+    auto on0 = take(device_guard::set(device_id(0)));
+    test::delay_then_fill<<<1, 256, 0, cudaStreamLegacy>>>(src.view(), 5, cycles);
+    REQUIRE(cudaGetLastError() == cudaSuccess);
+  }
+  REQUIRE_OK(set_current_device(device_id(1)));
+  REQUIRE_OK(copy(dst, src));
+  CHECK(test::read_back(dst.view()) == std::vector<int>(n, 5));
+
+  {
+    auto on0 = take(device_guard::set(device_id(0)));
+    test::delay_then_fill<<<1, 256, 0, cudaStreamLegacy>>>(managed_src.view(), 6, cycles);
+    REQUIRE(cudaGetLastError() == cudaSuccess);
+  }
+  REQUIRE_OK(copy(dst, managed_src));
+  CHECK(test::read_back(dst.view()) == std::vector<int>(n, 6));
+  REQUIRE_OK(set_current_device(device_id(0)));
+}
+
+TEST_CASE("2D copies between two devices go through the peer path", "[copy][2d][multi_gpu]") {
+  constexpr std::size_t width = 33, height = 7;
+  auto on0 = take(device_buffer<int>::allocate(48 * height, device_id(0)));
+  auto on1 = take(device_buffer<int>::allocate(40 * height, device_id(1)));
+  const auto values = test::random_vector<int>(48 * height, test::fresh_seed());
+  REQUIRE_OK(copy(on0, span(values)));
+  REQUIRE_OK(fill_bytes(on1, 0));
+  const detail::operand dst{on1.data().get(), width, height, 40 * sizeof(int), device_id(1), detail::kind_id::device};
+  const detail::operand src{on0.data().get(), width, height, 48 * sizeof(int), device_id(0), detail::kind_id::device};
+  REQUIRE_OK(detail::copy_sync(dst, src, sizeof(int), cudaMemcpyDeviceToDevice, "copy"));
+  auto s1 = take(stream::create(device_id(1)));
+  REQUIRE_OK(detail::copy_async(dst, src, sizeof(int), cudaMemcpyDeviceToDevice, s1, "copy"));
+  REQUIRE_OK(s1.synchronize());
+  const auto back = test::read_back(on1.view());
+  for (std::size_t row = 0; row < height; ++row)
+    for (std::size_t col = 0; col < 40; ++col)
+      CHECK(back[row * 40 + col] == (col < width ? values[row * 48 + col] : 0));
+}
