@@ -278,7 +278,7 @@ class stream {
   stream_ref ref() const&& = delete;
   /// As ref(): a stream passes wherever a stream_ref is taken.
   operator stream_ref() const& noexcept { return ref(); }
-  /// Refused: `stream_ref r = *stream::create();` would refer to a stream destroyed at the `;`.
+  /// Refused: a reference to a temporary stream would dangle once the statement ends.
   operator stream_ref() const&& = delete;
 
   /// The raw handle (a sentinel CUDA rejects after a move, never null).
@@ -352,7 +352,7 @@ class event {
   event_ref ref() const&& = delete;
   /// As ref(): an event passes wherever an event_ref is taken.
   operator event_ref() const& noexcept { return ref(); }
-  /// Refused: `event_ref r = *event::create();` would refer to an event destroyed at the `;`.
+  /// Refused: a reference to a temporary event would dangle once the statement ends.
   operator event_ref() const&& = delete;
 
   /// The raw handle; null after a move.
