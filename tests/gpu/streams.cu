@@ -19,19 +19,24 @@ __global__ void add_one(pinned_span<int> values) {
     values[i] += 1;
 }
 
-// Holds a stream busy in wait_for_flag until the scope ends, however the test leaves it.
+// Holds a stream busy in wait_for_flag until the scope ends, however the test leaves it; then lets
+// the kernel finish before the flag is freed.
 class busy_stream {
  public:
-  explicit busy_stream(stream_ref s) : flag_(take(pinned_buffer<int>::allocate(1))) {
+  explicit busy_stream(stream_ref s) : stream_(s), flag_(take(pinned_buffer<int>::allocate(1))) {
     flag_[0] = 0;
     wait_for_flag<<<1, 1, 0, s.get()>>>(flag_.data().get());
     REQUIRE(cudaGetLastError() == cudaSuccess);
   }
   busy_stream(const busy_stream&) = delete;
   busy_stream& operator=(const busy_stream&) = delete;
-  ~busy_stream() { __atomic_store_n(flag_.data().get(), 1, __ATOMIC_SEQ_CST); }
+  ~busy_stream() {
+    __atomic_store_n(flag_.data().get(), 1, __ATOMIC_SEQ_CST);
+    (void)stream_.synchronize();
+  }
 
  private:
+  stream_ref stream_;
   pinned_buffer<int> flag_;
 };
 }  // namespace
