@@ -1,5 +1,14 @@
 /// \file
 /// Devices: ids, the current device, an RAII guard, and the few cached properties the library needs.
+///
+///     class device_id { explicit device_id(int); static device_id host(); int get(); bool is_host(); };
+///     result<int> device_count();
+///     result<device_id> current_device();      status set_current_device(device_id);
+///     class device_guard {                     // move-only; restores the previous device
+///       static result<device_guard> set(device_id);  static result<device_guard> keep_current();
+///       device_id previous();
+///     };
+///     result<std::size_t> max_pitch(device_id);  result<int> compute_capability(device_id);  // cached
 #pragma once
 
 #include <cudamem/detail/unique_handle.hpp>
