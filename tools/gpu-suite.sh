@@ -1,46 +1,78 @@
 #!/usr/bin/env bash
-# Runs on a machine with a GPU: configure, build, the whole CTest suite, compute-sanitizer
-# (memcheck with leak check, racecheck, synccheck, initcheck), the examples and the benchmarks.
-# Logs go to $OUT (default ./gpu-out). Catch2 2 comes from .deps (../shared/tools/stage-gpu-deps).
-# Usage: tools/gpu-suite.sh [all|tests|sanitize|bench]...   (default: all)
+# SPDX-License-Identifier: MIT
+# The GPU suite, for a machine with a GPU: configure and build (benchmarks included), then the
+# whole CTest suite and the examples, compute-sanitizer (memcheck with leak check, racecheck,
+# synccheck, initcheck) and the benchmarks. It exits non-zero when any step fails, so a CI job can
+# run it as it is; the summary says which.
+#
+#   tools/gpu-suite.sh [all|tests|sanitize|bench]...     (default: all)
+#
+# Environment: BUILD (build directory, default build-gpu), OUT (logs, default $BUILD/gpu-suite),
+# JOBS (parallel jobs), SAN_TIMEOUT (seconds per sanitizer run, default 240). Extra CMake
+# arguments go in CMAKE_ARGS (e.g. CMAKE_ARGS="-DCMAKE_PREFIX_PATH=/opt/catch2").
+# The build is for the GPUs present (cmake/cudamemArchitectures.cmake) unless
+# CMAKE_CUDA_ARCHITECTURES is given in CMAKE_ARGS.
 set -u
-OUT=${OUT:-$PWD/gpu-out}
-mkdir -p "$OUT"
+cd "$(dirname "$0")/.."
 BUILD=${BUILD:-build-gpu}
+OUT=${OUT:-$BUILD/gpu-suite}
 JOBS=${JOBS:-$(nproc)}
 steps=${*:-all}
 want() { [[ " $steps " == *" all "* || " $steps " == *" $1 "* ]]; }
+mkdir -p "$OUT"
 summary="$OUT/summary.txt"
 : >"$summary"
 note() { echo "$*" | tee -a "$summary"; }
+failures=()
+failed() { failures+=("$1"); note "FAILED: $1"; }
 
-nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader >"$OUT/gpus.txt" 2>&1
-note "gpus: $(tr '\n' ';' <"$OUT/gpus.txt")"
+if nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader >"$OUT/gpus.txt" 2>&1; then
+  note "gpus: $(tr '\n' ';' <"$OUT/gpus.txt")"
+else
+  failed "nvidia-smi: no GPU or no driver ($(head -1 "$OUT/gpus.txt"))"
+fi
 
-cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DCMAKE_PREFIX_PATH="$PWD/.deps/usr" -DCUDAMEM_BUILD_BENCH=ON \
-  >"$OUT/configure.log" 2>&1 || { tail -40 "$OUT/configure.log"; exit 1; }
+# shellcheck disable=SC2086  # CMAKE_ARGS is a list of arguments
+if ! cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DCUDAMEM_BUILD_TESTS=ON -DCUDAMEM_BUILD_EXAMPLES=ON \
+     -DCUDAMEM_BUILD_BENCH=ON ${CMAKE_ARGS:-} >"$OUT/configure.log" 2>&1; then
+  tail -40 "$OUT/configure.log"
+  failed "configure (see $OUT/configure.log)"
+  exit 1
+fi
 start=$(date +%s)
 cmake --build "$BUILD" -j"$JOBS" -- -k >"$OUT/build.log" 2>&1
-note "build: rc=$? in $(( $(date +%s) - start )) s"
-grep -E "error|warning" "$OUT/build.log" | head -40
+build_rc=$?
+note "build: rc=$build_rc in $(($(date +%s) - start)) s"
+if [ $build_rc -ne 0 ]; then
+  grep -E "error|warning" "$OUT/build.log" | head -40
+  failed "build (see $OUT/build.log)"
+fi
 
 if want tests; then
-  (cd "$BUILD" && ctest -j4 --output-on-failure >"$OUT/ctest.log" 2>&1)
-  note "ctest: $(grep -E 'tests passed|tests failed' "$OUT/ctest.log")"
+  ctest --test-dir "$BUILD" -j4 --output-on-failure --no-tests=error >"$OUT/ctest.log" 2>&1
+  ctest_rc=$?
+  note "ctest: rc=$ctest_rc $(grep -E 'tests passed|tests failed' "$OUT/ctest.log")"
   grep -E "Skipped|Failed|\*\*\*" "$OUT/ctest.log" | head -20 | tee -a "$summary"
+  [ $ctest_rc -eq 0 ] || failed "ctest (see $OUT/ctest.log)"
   for source in examples/*.cu examples/*.cpp; do
     example=$(basename "${source%.*}")
     "$BUILD/examples/$example" >"$OUT/example_$example.log" 2>&1
-    note "example $example: rc=$? $(tail -1 "$OUT/example_$example.log")"
+    rc=$?
+    note "example $example: rc=$rc $(tail -1 "$OUT/example_$example.log")"
+    [ $rc -eq 0 ] || failed "example $example"
   done
 fi
 
 if want sanitize; then
   sanitize() {  # tool, log name, binary and arguments
-    local tool=$1 name=$2
+    local tool=$1 name=$2 rc
     shift 2
-    timeout "${SAN_TIMEOUT:-240}" compute-sanitizer --tool "$tool" --error-exitcode 99 "${SAN_EXTRA[@]}" "$@" >"$OUT/san_$name.log" 2>&1
-    note "sanitizer $name: rc=$? $(grep -E '=+ (ERROR SUMMARY|LEAK SUMMARY|RACECHECK SUMMARY)|hazard' "$OUT/san_$name.log" | tr '\n' ' ') $(grep -E 'test cases|All tests passed' "$OUT/san_$name.log" | tr '\n' ' ')"
+    timeout "${SAN_TIMEOUT:-240}" compute-sanitizer --tool "$tool" --error-exitcode 99 "${SAN_EXTRA[@]}" "$@" \
+      >"$OUT/san_$name.log" 2>&1
+    rc=$?
+    note "sanitizer $name: rc=$rc $(grep -E '=+ (ERROR SUMMARY|LEAK SUMMARY|RACECHECK SUMMARY)|hazard' "$OUT/san_$name.log" | tr '\n' ' ') $(grep -E 'test cases|All tests passed' "$OUT/san_$name.log" | tr '\n' ' ')"
+    # 77: the test binary found too few devices (the multi-GPU run on a one-GPU machine).
+    [ $rc -eq 0 ] || [ $rc -eq 77 ] || failed "sanitizer $name (see $OUT/san_$name.log)"
   }
   # The misuse tests provoke CUDA API errors on purpose (a 1 PiB allocation, a double registration,
   # a capture query); memcheck would count each one, so API-error reports are off: memory errors,
@@ -60,12 +92,23 @@ fi
 if want bench; then
   if [ -x "$BUILD/bench/bench_copy" ]; then
     "$BUILD/bench/bench_copy" --json "$OUT/bench_copy.json" >"$OUT/bench_copy.log" 2>&1
-    note "bench_copy: rc=$?"
+    rc=$?
+    note "bench_copy: rc=$rc"
     tail -12 "$OUT/bench_copy.log" | tee -a "$summary"
+    [ $rc -eq 0 ] || failed "bench_copy (see $OUT/bench_copy.log)"
+  else
+    failed "bench_copy was not built"
   fi
   if [ -x bench/compile_time.sh ]; then
     bench/compile_time.sh --json "$OUT/compile_time.json" >"$OUT/compile_time.log" 2>&1
-    note "compile_time: rc=$? $(tail -3 "$OUT/compile_time.log" | tr '\n' ' ')"
+    rc=$?
+    note "compile_time: rc=$rc $(tail -3 "$OUT/compile_time.log" | tr '\n' ' ')"
+    [ $rc -eq 0 ] || failed "compile_time (see $OUT/compile_time.log)"
   fi
 fi
-exit 0
+
+if [ ${#failures[@]} -gt 0 ]; then
+  note "gpu-suite: ${#failures[@]} step(s) failed: $(IFS=';'; echo "${failures[*]}")"
+  exit 1
+fi
+note "gpu-suite: every step passed (logs in $OUT)"
