@@ -34,7 +34,7 @@ status upload(device_span<float> target, const std::vector<float>& values) {
 
 result<device_buffer<char>> zeroed(std::size_t count) {
   return device_buffer<char>::allocate(count).and_then([](device_buffer<char> b) -> result<device_buffer<char>> {
-    CUDAMEM_TRY(b.memset(0));
+    CUDAMEM_TRY(fill_bytes(b, 0));
     return b;
   });
 }

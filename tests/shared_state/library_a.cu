@@ -1,0 +1,10 @@
+// One side of the shared-state test, compiled by nvcc with hidden visibility.
+#include "shared.hpp"
+
+cudamem::release_handler library_a_set_release_handler(cudamem::release_handler handler) {
+  return cudamem::set_release_handler(handler);
+}
+void library_a_report_release_failure() {
+  cudamem::report_release_failure(cudamem::error(cudaErrorInvalidValue, nullptr, "cudaFree"));
+}
+void library_a_set_counter(int value) { cudamem::detail::process_wide<shared_state::counter>().value = value; }

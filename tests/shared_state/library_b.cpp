@@ -1,0 +1,10 @@
+// The other side of the shared-state test, compiled by g++ with hidden visibility.
+#include "shared.hpp"
+
+cudamem::release_handler library_b_set_release_handler(cudamem::release_handler handler) {
+  return cudamem::set_release_handler(handler);
+}
+void library_b_report_release_failure() {
+  cudamem::report_release_failure(cudamem::error(cudaErrorInvalidDevicePointer, nullptr, "cudaFreeAsync"));
+}
+int library_b_counter() { return cudamem::detail::process_wide<shared_state::counter>().value; }

@@ -1,0 +1,46 @@
+// Drives the shared-state test: a handler installed through one library must receive the failures
+// reported through the other, and through this program; a state written by one must be read by the
+// other. Exits 0 when it holds, else says what was not shared.
+#include "shared.hpp"
+
+#include <cstdio>
+
+namespace {
+int handled = 0;
+cudaError_t last_status = cudaSuccess;
+void counting_handler(const cudamem::error& failure) noexcept {
+  ++handled;
+  last_status = failure.cuda_status();
+}
+
+bool expect(bool holds, const char* what) {
+  if (!holds) std::fprintf(stderr, "shared_state: %s\n", what);
+  return holds;
+}
+}  // namespace
+
+int main() {
+  bool ok = true;
+  library_a_set_release_handler(&counting_handler);
+  library_b_report_release_failure();
+  ok &= expect(handled == 1 && last_status == cudaErrorInvalidDevicePointer,
+               "a release handler installed in library A did not receive library B's failure");
+  cudamem::report_release_failure(cudamem::error(cudaErrorInvalidValue, nullptr, "cudaFree"));
+  ok &= expect(handled == 2, "a release handler installed in library A did not receive the program's failure");
+
+  // Restoring the default through B is seen by A: A's report no longer reaches the handler.
+  const cudamem::release_handler previous = library_b_set_release_handler(nullptr);
+  ok &= expect(previous == &counting_handler, "library B did not see the handler library A installed");
+  library_b_set_release_handler(&counting_handler);
+  library_a_report_release_failure();
+  ok &= expect(handled == 3 && last_status == cudaErrorInvalidValue,
+               "a release handler installed in library B did not receive library A's failure");
+  cudamem::set_release_handler(nullptr);
+
+  library_a_set_counter(42);
+  ok &= expect(library_b_counter() == 42, "library A and library B hold different process_wide<> instances");
+  ok &= expect(cudamem::detail::process_wide<shared_state::counter>().value == 42,
+               "the program and the libraries hold different process_wide<> instances");
+  if (ok) std::printf("shared_state: one release handler and one process_wide<> state across both libraries\n");
+  return ok ? 0 : 1;
+}
