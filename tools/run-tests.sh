@@ -58,7 +58,10 @@ EOF
   return $rc
 }
 
-command -v cmake >/dev/null 2>&1 || missing_required+=("CMake >= 3.25|cmake|https://cmake.org/download/ or pip install cmake")
+if ! command -v cmake >/dev/null 2>&1; then
+  missing_required+=("CMake >= 3.25|cmake|https://cmake.org/download/ or pip install cmake")
+  missing_required+=("Catch2 3, or 2.13 (not looked for without CMake)|catch2|your system's Catch2 package")
+fi
 command -v python3 >/dev/null 2>&1 || missing_required+=("Python 3|python3|your system's python3 package")
 command -v c++ >/dev/null 2>&1 || command -v g++ >/dev/null 2>&1 ||
   missing_required+=("a C++20 compiler (g++ 12 or later)|g++|your system's g++ package")
