@@ -43,8 +43,7 @@ class device_id {
 /// (cudaErrorNoDevice, cudaErrorInsufficientDriver, ...).
 [[nodiscard]] inline result<int> device_count() noexcept {
   int count = 0;
-  if (auto s = detail::check(cudaGetDeviceCount(&count), "device_count", "cudaGetDeviceCount"); !s)
-    return s.error();
+  if (auto s = detail::check(cudaGetDeviceCount(&count), "device_count", "cudaGetDeviceCount"); !s) return s.error();
   return count;
 }
 
@@ -182,14 +181,15 @@ struct compute_capability_tag {};
 /// The compute capability of `id` as major * 10 + minor (90 on Hopper), read once per device and
 /// cached. Errors: out_of_range for an id that names no device; CUDA errors.
 [[nodiscard]] inline result<int> compute_capability(device_id id) noexcept {
-  return detail::per_device_cache<detail::compute_capability_tag>::get(id.get(), [](int ordinal) noexcept -> result<int> {
-    constexpr const char* api = "compute_capability";
-    auto major = detail::read_attribute(ordinal, cudaDevAttrComputeCapabilityMajor, api);
-    if (!major) return major;
-    auto minor = detail::read_attribute(ordinal, cudaDevAttrComputeCapabilityMinor, api);
-    if (!minor) return minor;
-    return *major * 10 + *minor;
-  });
+  return detail::per_device_cache<detail::compute_capability_tag>::get(
+      id.get(), [](int ordinal) noexcept -> result<int> {
+        constexpr const char* api = "compute_capability";
+        auto major = detail::read_attribute(ordinal, cudaDevAttrComputeCapabilityMajor, api);
+        if (!major) return major;
+        auto minor = detail::read_attribute(ordinal, cudaDevAttrComputeCapabilityMinor, api);
+        if (!minor) return minor;
+        return *major * 10 + *minor;
+      });
 }
 
 }  // namespace cudamem

@@ -205,7 +205,9 @@ class event_ref {
  private:
   friend class event;
   explicit event_ref(cudaEvent_t handle) noexcept : handle_(handle) {}
-  static error moved_from(const char* api) noexcept { return error(errc::invalid_argument, api, "the event was moved from"); }
+  static error moved_from(const char* api) noexcept {
+    return error(errc::invalid_argument, api, "the event was moved from");
+  }
 
   cudaEvent_t handle_;
 };
@@ -391,7 +393,8 @@ class event {
     unsigned flags = options.timing ? cudaEventDefault : cudaEventDisableTiming;
     if (options.blocking_sync) flags |= cudaEventBlockingSync;
     cudaEvent_t handle = nullptr;
-    if (auto s = detail::check(cudaEventCreateWithFlags(&handle, flags), "event::create", "cudaEventCreateWithFlags"); !s)
+    if (auto s = detail::check(cudaEventCreateWithFlags(&handle, flags), "event::create", "cudaEventCreateWithFlags");
+        !s)
       return s.error();
     return event(handle, id);
   }

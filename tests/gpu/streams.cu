@@ -8,8 +8,7 @@ namespace {
 __global__ void wait_for_flag(volatile int* flag) {
   const long long start = clock64();
   // Bounded so that a broken test cannot hang the GPU: ~10 s at 2 GHz.
-  while (*flag == 0 && clock64() - start < 20'000'000'000LL) {
-  }
+  while (*flag == 0 && clock64() - start < 20'000'000'000LL) {}
 }
 
 __global__ void do_nothing() {}
@@ -262,7 +261,8 @@ TEST_CASE("a stream_ref knows its device, and never asks a capturing stream", "[
   CHECK(take(stream_ref::from_native_handle(nullptr).device()) == here);
   CHECK(take(stream_ref::from_native_handle(cudaStreamLegacy, device_id(count)).device()) == here);
 
-  for (const auto mode : {cudaStreamCaptureModeGlobal, cudaStreamCaptureModeThreadLocal, cudaStreamCaptureModeRelaxed}) {
+  for (const auto mode :
+       {cudaStreamCaptureModeGlobal, cudaStreamCaptureModeThreadLocal, cudaStreamCaptureModeRelaxed}) {
     INFO("capture mode " << static_cast<int>(mode));
     REQUIRE(cudaStreamBeginCapture(s.get(), mode) == cudaSuccess);
     do_nothing<<<1, 1, 0, s.get()>>>();

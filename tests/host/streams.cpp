@@ -19,13 +19,15 @@ namespace {
 static_assert(std::is_trivially_copyable_v<stream_ref> && sizeof(stream_ref) <= 2 * sizeof(void*));
 static_assert(std::is_trivially_copyable_v<event_ref> && sizeof(event_ref) == sizeof(void*));
 static_assert(!std::is_constructible_v<stream_ref, int> && !std::is_convertible_v<int, stream_ref>);
-static_assert(!std::is_constructible_v<stream_ref, std::nullptr_t> && !std::is_convertible_v<std::nullptr_t, stream_ref>);
+static_assert(!std::is_constructible_v<stream_ref, std::nullptr_t> &&
+              !std::is_convertible_v<std::nullptr_t, stream_ref>);
 
 // An owner converts to its reference only as an lvalue: a reference to a temporary would dangle.
 template <class Owner, class Ref>
-constexpr bool refers_to_lvalues_only = std::is_convertible_v<Owner&, Ref> && std::is_convertible_v<const Owner&, Ref> &&
-                                        !std::is_convertible_v<Owner, Ref> && !std::is_constructible_v<Ref, Owner> &&
-                                        !std::is_constructible_v<Ref, const Owner&&>;
+constexpr bool refers_to_lvalues_only =
+    std::is_convertible_v<Owner&, Ref> && std::is_convertible_v<const Owner&, Ref> &&
+    !std::is_convertible_v<Owner, Ref> && !std::is_constructible_v<Ref, Owner> &&
+    !std::is_constructible_v<Ref, const Owner&&>;
 static_assert(refers_to_lvalues_only<stream, stream_ref>);
 static_assert(refers_to_lvalues_only<event, event_ref>);
 static_assert(refers_to_lvalues_only<host_registration<float>, pinned_span<float>>);
@@ -84,7 +86,8 @@ TEST_CASE("references of moved-from streams and events are refused before CUDA s
 
   const auto no_event = event_ref::from_native_handle(nullptr);
   CHECK_FALSE(no_event.valid());
-  CHECK(std::string(no_event.record(stream_ref::legacy()).error().message()) == "event::record: the event was moved from");
+  CHECK(std::string(no_event.record(stream_ref::legacy()).error().message()) ==
+        "event::record: the event was moved from");
   CHECK(no_event.synchronize().error().code() == errc::invalid_argument);
   CHECK(no_event.ready().error().code() == errc::invalid_argument);
   CHECK(std::string(stream_ref::legacy().wait(no_event).error().message()) == "stream::wait: the event was moved from");
@@ -186,7 +189,9 @@ TEST_CASE("host_register refuses where a device cannot use the host address of r
         "host_register: device 2 cannot use the host address of registered memory in kernels; use a pinned_buffer");
   CHECK(detail::check_host_pointer_usable(2, third_cannot, "host_register"));
 
-  auto unknown = [](int) noexcept -> result<int> { return error(cudaErrorInvalidDevice, "host_register", "cudaDeviceGetAttribute"); };
+  auto unknown = [](int) noexcept -> result<int> {
+    return error(cudaErrorInvalidDevice, "host_register", "cudaDeviceGetAttribute");
+  };
   CHECK(detail::check_host_pointer_usable(1, unknown, "host_register").error().cuda_status() == cudaErrorInvalidDevice);
 }
 
