@@ -2,6 +2,7 @@
 #include <cudamem/cudamem.hpp>
 
 #include <cstdio>
+#include <utility>
 #include <vector>
 
 namespace example {
@@ -51,6 +52,15 @@ void explain(const error& e) {
 }
 // [/inspect]
 
+// [compare]
+result<device_buffer<float>> scratch(std::size_t count) {
+  auto made = device_buffer<float>::allocate(count);
+  if (!made && made.error() == cudaErrorMemoryAllocation) made = device_buffer<float>::allocate(count / 2);
+  // Name this function in the message instead of buffer::allocate.
+  return std::move(made).transform_error([](const error& e) { return e.with_api("scratch"); });
+}
+// [/compare]
+
 // [handler]
 void quiet_releases() {
   // Destructors cannot return errors; a failed cudaFree/cudaStreamDestroy goes to this handler.
@@ -70,5 +80,7 @@ int main() {
   std::vector<float> values(4, 1.0f);
   if (!d || !example::upload(*d, values)) return 1;
   auto z = example::zeroed(100);
-  return z && z->size() == 100 ? 0 : 1;
+  if (!z || z->size() != 100) return 1;
+  auto s = example::scratch(1000);
+  return s && s->size() >= 500 ? 0 : 1;
 }
