@@ -49,13 +49,28 @@ inline result<bool> query_result(cudaError_t code, const char* api, const char* 
   return true;
 }
 
+/// Whether work on `handle` would join a graph capture in progress: the stream is capturing, or it
+/// is the legacy default stream while a blocking stream of the current device captures
+/// (cudaErrorStreamCaptureImplicit). cudaStreamIsCapturing is legal during any capture, in any mode,
+/// and disturbs none.
+inline result<bool> joins_capture(cudaStream_t handle, const char* api) noexcept {
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  const cudaError_t code = cudaStreamIsCapturing(handle, &capture);
+  if (code == cudaErrorStreamCaptureImplicit) {
+    (void)cudaGetLastError();  // the query's own error, answered here
+    return true;
+  }
+  if (auto s = check(code, api, "cudaStreamIsCapturing"); !s) return s.error();
+  return capture != cudaStreamCaptureStatusNone;
+}
+
 /// The device of a stream that is not a default stream, asked from CUDA. cudaStreamGetDevice on a
 /// capturing stream fails in every capture mode and invalidates the capture, so a capturing stream
 /// is refused before it is asked.
 inline result<device_id> ask_stream_device(cudaStream_t handle, const char* api) noexcept {
-  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-  if (auto s = check(cudaStreamIsCapturing(handle, &capture), api, "cudaStreamIsCapturing"); !s) return s.error();
-  if (capture != cudaStreamCaptureStatusNone)
+  auto capturing = joins_capture(handle, api);
+  if (!capturing) return capturing.error();
+  if (*capturing)
     return error(errc::capture_active, api,
                  "CUDA cannot name the device of a capturing stream without invalidating the capture; "
                  "use stream_ref::from_native_handle(handle, device)");
@@ -126,18 +141,22 @@ class stream_ref {
   }
 
   /// Blocks the calling thread until all work queued on the stream has finished. Synchronizes.
-  /// Errors: invalid_argument for a moved-from stream; CUDA errors, including failures of earlier
-  /// asynchronous work.
+  /// A stream that is capturing a graph is refused, not waited for: CUDA would invalidate the
+  /// capture. Errors: invalid_argument for a moved-from stream; capture_active for a capturing
+  /// stream (or the legacy stream while a blocking stream captures); CUDA errors, including
+  /// failures of earlier asynchronous work.
   [[nodiscard]] status synchronize() const noexcept {
-    if (!valid()) return moved_from("stream::synchronize");
-    return detail::check(cudaStreamSynchronize(handle_), "stream::synchronize", "cudaStreamSynchronize");
+    constexpr const char* api = "stream::synchronize";
+    if (auto ok = usable_outside_capture(api); !ok) return ok;
+    return detail::check(cudaStreamSynchronize(handle_), api, "cudaStreamSynchronize");
   }
   /// Whether all queued work has finished (cudaStreamQuery). Does not block. Not-ready is the value
   /// false, never an error, and leaves CUDA's last-error slot as it was (an earlier failed launch of
   /// the caller's stays there for cudaGetLastError). Errors: as synchronize().
   [[nodiscard]] result<bool> ready() const noexcept {
-    if (!valid()) return moved_from("stream::ready");
-    return detail::query_result(cudaStreamQuery(handle_), "stream::ready", "cudaStreamQuery");
+    constexpr const char* api = "stream::ready";
+    if (auto ok = usable_outside_capture(api); !ok) return ok.error();
+    return detail::query_result(cudaStreamQuery(handle_), api, "cudaStreamQuery");
   }
   /// Makes work queued on this stream from now on wait for the work `e` captured (its last
   /// record()); `e` may belong to another device. Does not block the host. Errors: invalid_argument
@@ -158,6 +177,17 @@ class stream_ref {
   }
   static error moved_from(const char* api) noexcept {
     return error(errc::invalid_argument, api, "the stream was moved from");
+  }
+  /// Refuses a moved-from stream, and one whose work belongs to a graph capture in progress.
+  [[nodiscard]] status usable_outside_capture(const char* api) const noexcept {
+    if (!valid()) return moved_from(api);
+    auto capturing = detail::joins_capture(handle_, api);
+    if (!capturing) return capturing.error();
+    if (*capturing)
+      return error(errc::capture_active, api,
+                   "the stream's work belongs to a graph capture in progress; waiting for it would invalidate the "
+                   "capture");
+    return {};
   }
 
   cudaStream_t handle_ = cudaStreamLegacy;

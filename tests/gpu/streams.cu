@@ -424,3 +424,52 @@ TEST_CASE("a device_guard assigned over restores its own device first", "[device
   kept = take(device_guard::keep_current());  // restores 0
   CHECK(take(current_device()) == device_id(0));
 }
+
+TEST_CASE("synchronize() and ready() refuse a capturing stream instead of invalidating the capture",
+          "[stream][graph]") {
+  auto s = take(stream::create());
+  const std::string refusal =
+      "the stream's work belongs to a graph capture in progress; waiting for it would invalidate the capture";
+  for (const auto mode :
+       {cudaStreamCaptureModeGlobal, cudaStreamCaptureModeThreadLocal, cudaStreamCaptureModeRelaxed}) {
+    INFO("capture mode " << static_cast<int>(mode));
+    REQUIRE(cudaStreamBeginCapture(s.get(), mode) == cudaSuccess);
+    do_nothing<<<1, 1, 0, s.get()>>>();
+    const status waited = s.synchronize();
+    const result<bool> polled = stream_ref::from_native_handle(s.get()).ready();
+    cudaGraph_t graph = nullptr;
+    const cudaError_t ended = cudaStreamEndCapture(s.get(), &graph);
+    REQUIRE(ended == cudaSuccess);  // the capture was not invalidated
+    REQUIRE(cudaGraphDestroy(graph) == cudaSuccess);
+
+    REQUIRE_FALSE(waited);
+    CHECK(waited.error().code() == errc::capture_active);
+    CHECK(std::string(waited.error().message()) == "stream::synchronize: " + refusal);
+    REQUIRE_FALSE(polled);
+    CHECK(polled.error().code() == errc::capture_active);
+    CHECK(std::string(polled.error().message()) == "stream::ready: " + refusal);
+    CHECK(cudaGetLastError() == cudaSuccess);
+  }
+
+  // The legacy stream would join a blocking stream's capture.
+  auto blocking = take(stream::create(stream_options{.non_blocking = false}));
+  REQUIRE(cudaStreamBeginCapture(blocking.get(), cudaStreamCaptureModeRelaxed) == cudaSuccess);
+  do_nothing<<<1, 1, 0, blocking.get()>>>();
+  const status legacy_waited = stream_ref::legacy().synchronize();
+  const result<bool> legacy_polled = stream_ref::legacy().ready();
+  cudaGraph_t graph = nullptr;
+  const cudaError_t ended = cudaStreamEndCapture(blocking.get(), &graph);
+  REQUIRE(ended == cudaSuccess);
+  REQUIRE(cudaGraphDestroy(graph) == cudaSuccess);
+  REQUIRE_FALSE(legacy_waited);
+  CHECK(legacy_waited.error().code() == errc::capture_active);
+  REQUIRE_FALSE(legacy_polled);
+  CHECK(legacy_polled.error().code() == errc::capture_active);
+  CHECK(cudaGetLastError() == cudaSuccess);
+
+  // Once the captures have ended, both work again.
+  REQUIRE_OK(s.synchronize());
+  CHECK(take(s.ready()) == true);
+  REQUIRE_OK(stream_ref::legacy().synchronize());
+  CHECK(take(stream_ref::legacy().ready()) == true);
+}
