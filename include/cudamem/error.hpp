@@ -320,7 +320,7 @@ class [[nodiscard]] result<void> {
   using value_type = void;
   /// cudamem::error.
   using error_type = cudamem::error;
-  /// result<U>.
+  /// The result type for values of type U, as std::expected::rebind.
   template <class U>
   using rebind = result<U>;
 
@@ -526,7 +526,7 @@ class [[nodiscard]] result {
   using value_type = T;
   /// cudamem::error.
   using error_type = cudamem::error;
-  /// result<U>.
+  /// The result type for values of type U, as std::expected::rebind.
   template <class U>
   using rebind = result<U>;
 
@@ -891,11 +891,12 @@ class [[nodiscard]] result {
       construct_over_error(*this, std::forward<Args>(args)...);
     }
   }
-  // Value -> error: nothing here can throw.
+  // Value -> error: nothing here can throw. `failure` is copied first: it may live inside the value.
   void become_error(const cudamem::error& failure) noexcept {
+    const cudamem::error held = failure;
     value_.~T();
     has_value_ = false;
-    ::new (&error_) cudamem::error(failure);
+    ::new (&error_) cudamem::error(held);
   }
   void check_value() const noexcept {
     if (!has_value_) [[unlikely]]
