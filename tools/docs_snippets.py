@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """Keeps the code in the guides identical to compiled sources.
 
 A guide marks a code block with a comment on the line before it:
