@@ -79,13 +79,17 @@ TEST_CASE("2D copies move exactly the rows' widths, in every direction", "[copy]
   const auto second_side = op(second.data().get(), 40 * sizeof(int), detail::kind_id::device, device_id(0));
   REQUIRE_OK(fill_bytes(second, 0xff));
   REQUIRE_OK(detail::copy_sync(second_side, device_side, sizeof(int), cudaMemcpyDeviceToDevice, "copy"));
-  REQUIRE_OK(detail::fill_sync(op(second.data().get() + 40 * 3, 40 * sizeof(int), detail::kind_id::device, device_id(0)),
-                               sizeof(int), 0, "fill_bytes"));
+  // Rows 3 and 4, 37 elements each.
+  const detail::operand two_rows{second.data().get() + 40 * 3, width, 2, 40 * sizeof(int), device_id(0),
+                                 detail::kind_id::device};
+  REQUIRE_OK(detail::fill_sync(two_rows, sizeof(int), 0, "fill_bytes"));
   const auto second_rows = test::read_back(second.view());
   CHECK(second_rows[5] == source[5]);
   CHECK(second_rows[39] == -1);
   CHECK(second_rows[40 * 3 + 5] == 0);   // a row inside the memset region
+  CHECK(second_rows[40 * 4 + 36] == 0);
   CHECK(second_rows[40 * 3 + 38] == -1);  // its padding untouched
+  CHECK(second_rows[40 * 5 + 5] == source[50 * 5 + 5]);  // the row after it untouched
 }
 
 TEST_CASE("the typed fill writes the rows of a 2D view and not their padding", "[fill][2d]") {
