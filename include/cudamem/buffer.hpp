@@ -118,17 +118,17 @@ class buffer {
   /// Not from a temporary buffer.
   [[nodiscard]] span<T, Kind> view() & noexcept { return span<T, Kind>(data(), size_); }
   [[nodiscard]] span<const T, Kind> view() const& noexcept { return span<const T, Kind>(data(), size_); }
-  void view() && = delete;
+  void view() const&& = delete;
   operator span<T, Kind>() & noexcept { return view(); }
   operator span<const T, Kind>() const& noexcept { return view(); }
-  operator span<T, Kind>() && = delete;
-  operator span<const T, Kind>() && = delete;
+  operator span<T, Kind>() const&& = delete;
+  operator span<const T, Kind>() const&& = delete;
   ///@}
   ///@{
   /// The typed address of the first element (null when empty); const for a const buffer.
   [[nodiscard]] ptr<T, Kind> data() & noexcept { return ptr<T, Kind>(data_, device_); }
   [[nodiscard]] ptr<const T, Kind> data() const& noexcept { return ptr<const T, Kind>(data_, device_); }
-  void data() && = delete;
+  void data() const&& = delete;
   ///@}
   /// The number of elements.
   [[nodiscard]] std::size_t size() const noexcept { return size_; }

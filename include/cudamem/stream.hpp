@@ -55,9 +55,10 @@ inline result<bool> query_result(cudaError_t code, const char* api, const char* 
 /// and disturbs none.
 inline result<bool> joins_capture(cudaStream_t handle, const char* api) noexcept {
   cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  const cudaError_t earlier = cudaPeekAtLastError();
   const cudaError_t code = cudaStreamIsCapturing(handle, &capture);
   if (code == cudaErrorStreamCaptureImplicit) {
-    (void)cudaGetLastError();  // the query's own error, answered here
+    if (earlier == cudaSuccess) (void)cudaGetLastError();  // the query's own error; a user's earlier one stays
     return true;
   }
   if (auto s = check(code, api, "cudaStreamIsCapturing"); !s) return s.error();

@@ -198,15 +198,13 @@ inline void host_transfer(const fill_plan& p) noexcept {
 /// current device captures a graph, that stream would join the capture and invalidate it: refuse
 /// before anything is written. The query itself never disturbs a capture.
 inline status refuse_during_capture(const char* api) noexcept {
-  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-  const cudaError_t code = cudaStreamIsCapturing(cudaStreamLegacy, &capture);
-  if (code == cudaErrorStreamCaptureImplicit || (code == cudaSuccess && capture != cudaStreamCaptureStatusNone)) {
-    (void)cudaGetLastError();
+  auto capturing = joins_capture(cudaStreamLegacy, api);
+  if (!capturing) return capturing.error();
+  if (*capturing)
     return error(errc::capture_active, api,
                  "a blocking stream is capturing a graph, and the legacy default stream would join it; use the "
                  "stream-ordered form on the capturing stream");
-  }
-  return check(code, api, "cudaStreamIsCapturing");
+  return {};
 }
 
 /// Runs a checked, non-empty plan to completion on the legacy default stream of `home`, ordered
