@@ -75,42 +75,56 @@ command -v doxygen >/dev/null 2>&1 || missing_optional+=("doxygen (api_docs test
 if ! tools/format.sh --check /dev/null >/dev/null 2>&1; then
   missing_optional+=("clang-format 19 (format test)|clang-format-19")
 fi
-if [ $is_debian12 -eq 1 ] && ! python3 -c 'import venv, ensurepip' >/dev/null 2>&1; then
+if [ "$is_debian12" = 1 ] && ! python3 -c 'import venv, ensurepip' >/dev/null 2>&1; then
   missing_optional+=("Python venv (to install Conan for the Conan package test)|python3-venv")
 fi
 
 # --- install on Debian 12, or say what is missing elsewhere --------------------------------
-packages=()
-for entry in "${missing_required[@]}" "${missing_optional[@]}"; do
-  package=$(cut -d'|' -f2 <<<"$entry")
-  [ "$package" != "-" ] && packages+=("$package")
+package_of() { local package; package=$(cut -d'|' -f2 <<<"$1"); [ "$package" = "-" ] || echo "$package"; }
+required_packages=()
+optional_packages=()
+for entry in "${missing_required[@]}"; do
+  package=$(package_of "$entry") && [ -n "$package" ] && required_packages+=("$package")
 done
-if [ ${#packages[@]} -gt 0 ] && [ $is_debian12 -eq 1 ] && [ "${CUDAMEM_NO_INSTALL:-0}" != 1 ] &&
+for entry in "${missing_optional[@]}"; do
+  package=$(package_of "$entry") && [ -n "$package" ] && optional_packages+=("$package")
+done
+packages=("${required_packages[@]}" "${optional_packages[@]}")
+if [ ${#packages[@]} -gt 0 ] && [ "$is_debian12" = 1 ] && [ "${CUDAMEM_NO_INSTALL:-0}" != 1 ] &&
    [ "${CUDAMEM_APT_DONE:-0}" != 1 ] && command -v apt-get >/dev/null 2>&1; then
   say "this Debian 12 machine lacks: ${packages[*]}"
-  say "installing them with apt-get (set CUDAMEM_NO_INSTALL=1 to install nothing)"
+  say "installing them with apt-get (CUDAMEM_NO_INSTALL=1 installs nothing)"
   answer=y
   if [ -t 0 ]; then
     read -r -p "run-tests.sh: install ${packages[*]} now? [Y/n] " answer || answer=n
   fi
   case "${answer:-y}" in
-    [Yy]* | "")
+    [Yy]*)
       sudo=""
       [ "$(id -u)" -eq 0 ] || sudo=sudo
-      log=$(mktemp)
-      if $sudo env DEBIAN_FRONTEND=noninteractive apt-get update -qq >"$log" 2>&1 &&
-         $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-           "${packages[@]}" >>"$log" 2>&1; then
-        say "installed: ${packages[*]}"
-      else
-        tail -20 "$log"
-        say "apt-get could not install all of: ${packages[*]}"
-      fi
-      rm -f "$log" ;;
+      apt_quiet() {  # apt-get's output only when it fails
+        local log rc=0
+        log=$(mktemp)
+        $sudo env DEBIAN_FRONTEND=noninteractive apt-get -qq "$@" >"$log" 2>&1 || rc=$?
+        [ $rc -eq 0 ] || tail -20 "$log"
+        rm -f "$log"
+        return $rc
+      }
+      apt_quiet update || true
+      # Required and optional packages apart: an optional one that cannot be had must not stop the rest.
+      for group in required optional; do
+        declare -n list="${group}_packages"
+        [ ${#list[@]} -gt 0 ] || continue
+        if apt_quiet install -y --no-install-recommends "${list[@]}"; then
+          say "installed: ${list[*]}"
+        else
+          say "apt-get could not install: ${list[*]}"
+        fi
+      done ;;
     *) say "nothing installed" ;;
   esac
   # Look again: what is still missing decides below.
-  exec env CUDAMEM_APT_DONE=1 "$0" "$@"
+  exec env CUDAMEM_APT_DONE=1 "$PWD/tools/run-tests.sh" "$@"
 fi
 if [ ${#missing_optional[@]} -gt 0 ]; then
   for entry in "${missing_optional[@]}"; do
@@ -129,16 +143,16 @@ fi
 mkdir -p "$build"
 conan_venv="$(cd "$build" && pwd)/conan-venv"
 if [ -z "${CUDAMEM_CONAN:-}" ]; then
-  if command -v conan >/dev/null 2>&1; then
+  if command -v conan >/dev/null 2>&1 && conan --version 2>/dev/null | grep -q "version 2\."; then
     CUDAMEM_CONAN=$(command -v conan)
   else
-    if [ ! -x "$conan_venv/bin/conan" ] && [ $is_debian12 -eq 1 ] && [ "${CUDAMEM_NO_INSTALL:-0}" != 1 ]; then
+    if [ ! -x "$conan_venv/bin/conan" ] && [ "$is_debian12" = 1 ] && [ "${CUDAMEM_NO_INSTALL:-0}" != 1 ]; then
       say "installing Conan 2 from PyPI into $conan_venv (for the Conan package test)"
       python3 -m venv "$conan_venv" >/dev/null 2>&1 &&
         "$conan_venv/bin/python" -m pip install -q --disable-pip-version-check 'conan>=2,<3' >/dev/null 2>&1 ||
         say "could not install Conan: the Conan package test will report skipped"
     fi
-    [ -x "$conan_venv/bin/conan" ] && CUDAMEM_CONAN=$conan_venv/bin/conan
+    if [ -x "$conan_venv/bin/conan" ]; then CUDAMEM_CONAN=$conan_venv/bin/conan; fi
   fi
 fi
 
