@@ -36,14 +36,18 @@ status middle_rows(device_span<int> all, std::vector<int>& out) {
   auto middle = all.subspan(all.size() / 4, all.size() / 2);  // checked: result<span>
   if (!middle) return middle.error();
   out.resize(middle->size());
-  return middle->copy_to_host(span(out));                     // CuPy: copy_to_host
+  return copy_to_host(span(out), *middle);                    // CuPy: copy_to_host
 }
 // [/slices]
 
 // [bytes]
 status raw_bytes(device_span<float> floats, device_span<unsigned> words) {
   // Different element types do not copy; their bytes do, when the sizes agree.
-  return copy(as_writable_bytes(words), as_bytes(floats));
+  auto to = as_writable_bytes(words);  // a result: the byte count is checked
+  auto from = as_bytes(floats);
+  if (!to) return to.error();
+  if (!from) return from.error();
+  return copy(*to, *from);
 }
 // [/bytes]
 }  // namespace example
@@ -59,6 +63,6 @@ int main() {
   auto w = device_buffer<unsigned>::allocate(100);
   if (!d || !f || !w) return 1;
   std::vector<int> out;
-  if (!d->memset(0) || !example::middle_rows(*d, out) || out.size() != 50) return 1;
+  if (!fill_bytes(*d, 0) || !example::middle_rows(*d, out) || out.size() != 50) return 1;
   return example::raw_bytes(*f, *w) ? 0 : 1;
 }

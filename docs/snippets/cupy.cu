@@ -16,18 +16,18 @@ status memory_pointer_operations(stream_ref s) {
   if (!a) return a.error();
   if (!b) return b.error();
 
-  CUDAMEM_TRY(a->copy_from_host(span(host)));        // copy_from_host(mem, size)
-  CUDAMEM_TRY(b->copy_from_device(*a, s));           // copy_from_device_async(src, size, stream)
-  CUDAMEM_TRY(a->memset(0, s));                      // memset_async(0, size, stream)
-  CUDAMEM_TRY(a->copy_from(*b, s));                  // copy_from_async(mem, size, stream)
-  CUDAMEM_TRY(a->copy_to_host(*staging, s));         // copy_to_host_async(mem, size, stream)
+  CUDAMEM_TRY(copy_from_host(*a, span(host)));       // a.copy_from_host(mem, size)
+  CUDAMEM_TRY(copy_from_device(*b, *a, s));          // b.copy_from_device_async(a, size, stream)
+  CUDAMEM_TRY(fill_bytes(*a, 0, s));                 // a.memset_async(0, size, stream)
+  CUDAMEM_TRY(copy(*a, *b, s));                      // a.copy_from_async(b, size, stream)
+  CUDAMEM_TRY(copy_to_host(*staging, *a, s));        // a.copy_to_host_async(mem, size, stream)
   CUDAMEM_TRY(s.synchronize());
 
   device_ptr<float> p = a->data() + 10;              // MemoryPointer + offset (in elements here)
   auto tail = a->view().subspan(10);                 // ... with a size, bounds-checked
   if (!tail) return tail.error();
   std::vector<float> out(tail->size());
-  CUDAMEM_TRY(tail->copy_to_host(span(out)));        // copy_to_host(mem, size)
+  CUDAMEM_TRY(copy_to_host(span(out), *tail));       // tail.copy_to_host(mem, size)
   return out[0] == 1.5f && p == tail->data() ? status() : error(errc::invalid_argument, "cupy", "mismatch");
 }
 // [/memory_pointer]
