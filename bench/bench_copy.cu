@@ -3,6 +3,11 @@
 //   host cost  time to enqueue a 4-byte stream-ordered copy or fill, ns per call (lower is better)
 //   bandwidth  1 GiB stream-ordered copies and fills timed with events, GB/s (higher is better)
 //   pageable   synchronous copy from pageable host memory, GB/s, for context (no target)
+//   sync       synchronous copies and fills (no stream) against cudaMemcpy / cudaMemset: time per
+//              4-byte call (lower is better) and 1 GiB bandwidth (higher is better). Where
+//              cudaMemcpy returns before the bytes have landed (pageable H2D, D2D, memset), the raw
+//              side also synchronizes, since cudamem's synchronous forms complete before they
+//              return; a context row shows the bare call too.
 // Every row warms up first, then runs raw and cudamem trials interleaved (A B A B ...) so that
 // clock and thermal drift falls on both alike, and compares the medians. See bench/README.md.
 // Exits 77 when there is no CUDA device.
@@ -252,7 +257,7 @@ row bandwidth(std::string name, std::string unit, std::size_t bytes, const optio
 // Bandwidth of a synchronous operation of `bytes`, timed on the host around the call.
 template <class RawOp, class LibOp>
 row synchronous_bandwidth(std::string name, std::string unit, std::size_t bytes, const options& opt, RawOp raw_op,
-                          LibOp lib_op) {
+                          LibOp lib_op, std::optional<double> target = std::nullopt) {
   auto trial = [&](auto& op) {
     const auto start = wall_clock::now();
     op();
@@ -260,7 +265,21 @@ row synchronous_bandwidth(std::string name, std::string unit, std::size_t bytes,
     return static_cast<double>(bytes) / seconds_between(start, stop) / 1e9;
   };
   auto [raw, lib] = interleaved(opt.warmups, opt.reps, [&] { return trial(raw_op); }, [&] { return trial(lib_op); });
-  return {std::move(name), std::move(unit), raw, lib, better::higher, std::nullopt};
+  return {std::move(name), std::move(unit), raw, lib, better::higher, target};
+}
+
+// Time per synchronous call: a batch of calls timed on the host, divided by the count.
+template <class RawCall, class LibCall>
+row sync_latency(std::string name, const options& opt, std::optional<double> target, RawCall raw_call, LibCall lib_call) {
+  const int calls = std::max(1, opt.calls / 10);
+  auto batch = [&](auto& call) {
+    const auto start = wall_clock::now();
+    for (int i = 0; i < calls; ++i) call();
+    return seconds_between(start, wall_clock::now()) * 1e9 / calls;
+  };
+  auto [raw, lib] = interleaved(opt.warmups, opt.batches, [&] { return batch(raw_call); },
+                                [&] { return batch(lib_call); });
+  return {std::move(name), "ns/call", raw, lib, better::lower, target};
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -475,6 +494,72 @@ void bandwidth_rows(std::vector<row>& rows, const options& opt, cudamem::stream_
   expect_equal(raw_host_dst, raw_pageable, pn, "pageable H2D");
 }
 
+
+// d. Synchronous copies and fills: what a user writes without a stream, cudaMemcpy and cudaMemset,
+// against cudamem's synchronous forms, per 4-byte call and at full size. `returns_early`: the
+// direction in which cudaMemcpy may return before the bytes have landed, so the raw side also
+// synchronizes the legacy stream (cudamem's synchronous forms complete before they return).
+template <class Dst, class Src>
+void sync_copy_rows(std::vector<row>& rows, const options& opt, const std::string& label, Dst dst, Src src,
+                    cudaMemcpyKind kind, bool returns_early) {
+  const auto dst4 = take(dst.first(4), "span::first");
+  const auto src4 = take(src.first(4), "span::first");
+  auto* const to = dst.data().get();
+  const auto* const from = src.data().get();
+  const std::size_t n = dst.size();
+  const auto raw = [=](std::size_t bytes) {
+    check(cudaMemcpy(to, from, bytes, kind), "cudaMemcpy");
+    if (returns_early) check(cudaStreamSynchronize(cudaStreamLegacy), "cudaStreamSynchronize");
+  };
+  if (returns_early)
+    rows.push_back(sync_latency(
+        "sync copy " + label + " 4 B, bare cudaMemcpy", opt, std::nullopt,
+        [=] { check(cudaMemcpy(to, from, 4, kind), "cudaMemcpy"); }, [=] { check(cudamem::copy(dst4, src4), "copy"); }));
+  rows.push_back(sync_latency("sync copy " + label + " 4 B", opt, 1.05, [=] { raw(4); },
+                              [=] { check(cudamem::copy(dst4, src4), "copy"); }));
+  rows.push_back(synchronous_bandwidth("sync copy " + label + " " + size_text(n), "GB/s", n, opt, [=] { raw(n); },
+                                       [=] { check(cudamem::copy(dst, src), "copy"); }, 0.99));
+}
+
+void synchronous_rows(std::vector<row>& rows, const options& opt) {
+  using namespace cudamem;
+  const std::size_t n = opt.bytes;
+  auto pageable = take(host_buffer<std::byte>::allocate(n), "host_buffer::allocate");
+  auto pinned_side = take(pinned_buffer<std::byte>::allocate(n), "pinned_buffer::allocate");
+  auto device_a = take(device_buffer<std::byte>::allocate(n), "device_buffer::allocate");
+  auto device_b = take(device_buffer<std::byte>::allocate(n), "device_buffer::allocate");
+  write_pattern(pageable.data().get(), n, 3);
+  std::memset(pinned_side.data().get(), 0x44, n);
+  check(cudamem::copy(device_a, pageable), "copy");
+  check(cudamem::fill_bytes(device_b, 0x22), "fill_bytes");
+
+  sync_copy_rows(rows, opt, "D2H (pageable)", pageable.view(), device_a.view(), cudaMemcpyDeviceToHost, false);
+  sync_copy_rows(rows, opt, "D2H (pinned)", pinned_side.view(), device_a.view(), cudaMemcpyDeviceToHost, false);
+  expect_equal(pinned_side.data().get(), pageable.data().get(), n, "synchronous D2H");
+  sync_copy_rows(rows, opt, "H2D (pageable)", device_b.view(), pageable.view(), cudaMemcpyHostToDevice, true);
+  sync_copy_rows(rows, opt, "H2D (pinned)", device_b.view(), pinned_side.view(), cudaMemcpyHostToDevice, false);
+  std::memset(pinned_side.data().get(), 0x55, n);
+  check(cudamem::copy(pinned_side, device_b), "copy");
+  expect_equal(pinned_side.data().get(), pageable.data().get(), n, "synchronous H2D");
+  check(cudamem::fill_bytes(device_b, 0x22), "fill_bytes");
+  sync_copy_rows(rows, opt, "D2D", device_b.view(), device_a.view(), cudaMemcpyDeviceToDevice, true);
+  std::memset(pinned_side.data().get(), 0x55, n);
+  check(cudamem::copy(pinned_side, device_b), "copy");
+  expect_equal(pinned_side.data().get(), pageable.data().get(), n, "synchronous D2D");
+
+  std::byte* const raw_b = device_b.data().get();
+  const device_span<std::byte> b = device_b.view();
+  const device_span<std::byte> b4 = take(b.first(4), "span::first");
+  const auto raw_fill = [=](std::size_t bytes) {
+    check(cudaMemset(raw_b, 0x33, bytes), "cudaMemset");
+    check(cudaStreamSynchronize(cudaStreamLegacy), "cudaStreamSynchronize");
+  };
+  rows.push_back(sync_latency("sync fill 4 B", opt, 1.05, [=] { raw_fill(4); },
+                              [=] { check(cudamem::fill_bytes(b4, 0x33), "fill_bytes"); }));
+  rows.push_back(synchronous_bandwidth("sync fill " + size_text(n), "GB/s (bytes written)", n, opt,
+                                       [=] { raw_fill(n); }, [=] { check(cudamem::fill_bytes(b, 0x33), "fill_bytes"); },
+                                       0.99));
+}
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -507,6 +592,7 @@ int main(int argc, char** argv) {
   std::vector<row> rows;
   host_cost_rows(rows, opt, stream);
   bandwidth_rows(rows, opt, stream);
+  synchronous_rows(rows, opt);
 
   print_table(rows);
   std::printf("\n");
