@@ -116,17 +116,20 @@ struct fill_bytes_fn {
   template <class Dst>
     requires viewable<std::remove_cvref_t<Dst>>
   [[nodiscard]] status operator()(Dst&& dst, unsigned char value) const noexcept {
-    const auto view = dst.view();
-    static_assert(!std::is_const_v<typename decltype(view)::element_type>, "cudamem::fill_bytes: a view of const elements");
-    return fill_sync(operand_of(view), sizeof(typename decltype(view)::element_type), value, "fill_bytes");
+    return run(dst.view(), value, nullptr);
   }
   template <class Dst>
     requires viewable<std::remove_cvref_t<Dst>>
   [[nodiscard]] status operator()(Dst&& dst, unsigned char value, stream_ref s) const noexcept {
     check_stream_ordered<Dst>();
-    const auto view = dst.view();
-    static_assert(!std::is_const_v<typename decltype(view)::element_type>, "cudamem::fill_bytes: a view of const elements");
-    return fill_async(operand_of(view), sizeof(typename decltype(view)::element_type), value, s, "fill_bytes");
+    return run(dst.view(), value, &s);
+  }
+  template <class View>
+  static status run(View view, unsigned char value, const stream_ref* s) noexcept {
+    using T = typename View::element_type;
+    static_assert(!std::is_const_v<T>, "cudamem::fill_bytes: a view of const elements");
+    return s != nullptr ? fill_async(operand_of(view), sizeof(T), value, *s, "fill_bytes")
+                        : fill_sync(operand_of(view), sizeof(T), value, "fill_bytes");
   }
 };
 }  // namespace detail
