@@ -156,6 +156,8 @@ if [ -z "${CUDAMEM_CONAN:-}" ]; then
   fi
 fi
 
+[ -n "${CUDAMEM_CONAN:-}" ] || say "optional, not found: Conan 2 (package_conan test): it will report skipped"
+
 # --- configure, build, test -----------------------------------------------------------------
 say "nvcc: $nvcc_path; build directory: $build"
 cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DCUDAMEM_BUILD_TESTS=ON -DCUDAMEM_BUILD_EXAMPLES=ON \
