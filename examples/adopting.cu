@@ -76,8 +76,8 @@ int main() {
   if (auto ok = process(raw_values, count, raw_stream, device); !ok) {
     rc = fail("process", ok.error());
   } else {
-    const auto values = cudamem::make_span<cudamem::device>(static_cast<const float*>(raw_values), count,
-                                                            cudamem::device_id(device));
+    const auto values =
+        cudamem::make_span<cudamem::device>(static_cast<const float*>(raw_values), count, cudamem::device_id(device));
     auto sum = sum_with_thrust(values, cudamem::stream_ref::from_native_handle(raw_stream, cudamem::device_id(device)));
     const float expected = count * (count - 1) / 2.0f + count;  // sum of i + 1
     if (!sum) {

@@ -66,7 +66,7 @@ int main() {
       return 1;
     }
   }
-  std::printf("pinned_streaming: squared %zu floats in %zu chunks on %d streams, all correct\n", total,
-              total / chunk, stream_count);
+  std::printf("pinned_streaming: squared %zu floats in %zu chunks on %d streams, all correct\n", total, total / chunk,
+              stream_count);
   return 0;
 }

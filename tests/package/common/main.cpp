@@ -11,7 +11,7 @@ int main() {
     return 0;
   }
   if (!consumer::device_round_trip()) return 1;
-  std::printf(PACKAGE_CONSUMER ": host checks and device round trip passed (cudamem %d.%d.%d)\n",
-              CUDAMEM_VERSION_MAJOR, CUDAMEM_VERSION_MINOR, CUDAMEM_VERSION_PATCH);
+  std::printf(PACKAGE_CONSUMER ": host checks and device round trip passed (cudamem %d.%d.%d)\n", CUDAMEM_VERSION_MAJOR,
+              CUDAMEM_VERSION_MINOR, CUDAMEM_VERSION_PATCH);
   return 0;
 }
