@@ -16,10 +16,7 @@ bool kernel_round_trip() {
   if (!device) return consumer::fail("device_buffer::allocate", device.error());
   if (auto ok = cudamem::copy(*device, cudamem::span(host)); !ok) return consumer::fail("copy to device", ok.error());
   add_index<<<(n + 127) / 128, 128>>>(*device, 2);
-  if (cudaError_t launched = cudaGetLastError(); launched != cudaSuccess) {
-    std::fprintf(stderr, PACKAGE_CONSUMER ": FAILED: kernel launch: %s\n", cudaGetErrorString(launched));
-    return false;
-  }
+  if (auto launched = cudamem::check_launch("add_index"); !launched) return consumer::fail("launch", launched.error());
   // The synchronous copy is ordered after the kernel on the legacy default stream.
   if (auto ok = cudamem::copy(cudamem::span(host), *device); !ok) return consumer::fail("copy to host", ok.error());
   for (std::size_t i = 0; i < n; ++i)
