@@ -18,18 +18,11 @@
 
 namespace cudamem {
 
-/// Owns `size()` elements of kind Kind. Move-only; a moved-from buffer is empty. Elements are not
-/// initialized. Deep-const: a const buffer gives only const views and elements. Views and pointers
-/// cannot be taken from a temporary buffer (they would dangle at the end of the statement).
-///
-/// Where the memory comes from: `allocate(n)` and `allocate(n, device_id)` use the kind's default
-/// resource (cudaMalloc for device memory: usable on any stream at once); `allocate(n, stream)`
-/// orders the allocation on the stream (device memory: cudaMallocAsync from the pool of the
-/// stream's device); `allocate(n, stream, resource)` uses any resource of the kind. The buffer frees
-/// through the same resource, with its device current, ordered on its stream (see set_stream). A
-/// buffer on a default stream (stream_ref{}, legacy(), per_thread()) is freed on the legacy default
-/// stream of its device, which waits for every blocking stream there, per-thread ones included. A
-/// failed release goes to the release handler.
+/// Owns `size()` elements of kind Kind, not initialized. Move-only; a moved-from buffer is empty.
+/// Deep-const, and no view or pointer of a temporary buffer. Freed through the resource it came
+/// from (see allocate), with its device current, on its stream; a buffer on a default stream
+/// (stream_ref{}, legacy(), per_thread()) on the legacy stream of its device, which waits for every
+/// blocking stream there. A failed release goes to the release handler.
 template <class T, memory_kind Kind>
 class buffer {
   static_assert(std::is_trivially_copyable_v<T>,
@@ -50,33 +43,30 @@ class buffer {
   /// An empty buffer.
   buffer() noexcept = default;
 
-  /// Allocates `count` elements (device and managed memory: on the current device) from the kind's
-  /// default resource. Synchronous. Errors: size_overflow; not_supported (alignof(T) > 256 for CUDA
-  /// memory); out_of_memory (host kind); CUDA errors (cudaErrorMemoryAllocation, no device).
-  /// Nothing is allocated on error; count == 0 allocates nothing.
+  /// `count` elements (device and managed memory: on the current device) from the kind's default
+  /// resource (device memory: cudaMalloc, usable on any stream at once). Synchronous. Errors:
+  /// size_overflow; not_supported (alignof(T) > 256 for CUDA memory); out_of_memory (host); CUDA
+  /// errors. Nothing is allocated on error; count == 0 allocates nothing.
   [[nodiscard]] static result<buffer> allocate(std::size_t count) noexcept {
     auto where = home_of_current();
     if (!where) return where.error();
     return make(count, *where, stream_ref(), default_resource<Kind>());
   }
-  /// Allocates `count` elements of device or managed memory on device `id`; the current device is
-  /// left as it was. Errors: as allocate(count), and out_of_range for an id that names no device.
+  /// As allocate(count), on device `id` (the current device is left as it was). Errors: also
+  /// out_of_range for an id that names no device.
   [[nodiscard]] static result<buffer> allocate(std::size_t count, device_id id) noexcept
     requires(!std::is_same_v<Kind, host> && !std::is_same_v<Kind, pinned>)
   {
     return make(count, id, stream_ref(), default_resource<Kind>());
   }
-  /// Allocates `count` elements ordered on `s` (device and managed memory: on the stream's device).
-  /// Device memory comes from the stream-ordered pool: it does not synchronize, may be captured into
-  /// a graph, and is usable on `s` (order other streams after it with an event). Other kinds
-  /// allocate synchronously and record `s` for the free. Errors: as allocate(count); invalid_argument
-  /// for a moved-from stream; capture_active when `s` is an adopted handle of unknown device that is
-  /// capturing (give its device to stream_ref::from_native_handle).
+  /// `count` elements ordered on `s`, on its device. Device memory: the stream-ordered pool; does not
+  /// synchronize, can be captured, usable on `s`. Other kinds allocate synchronously and record `s`
+  /// for the free. Errors: as allocate(count); invalid_argument (moved-from stream); capture_active
+  /// (a capturing raw handle of unknown device: see stream_ref::from_native_handle).
   [[nodiscard]] static result<buffer> allocate(std::size_t count, stream_ref s) noexcept {
     return allocate(count, s, default_resource<Kind>(true));
   }
-  /// Allocates `count` elements from `resource`, ordered on `s`. Errors: as allocate(count, s), and
-  /// whatever the resource reports.
+  /// As allocate(count, s), from `resource`. Errors: also whatever the resource reports.
   [[nodiscard]] static result<buffer> allocate(std::size_t count, stream_ref s, resource_ref<Kind> resource) noexcept {
     if (!s.valid()) return error(errc::invalid_argument, "buffer::allocate", "the stream was moved from");
     if (auto bytes = detail::bytes_of(count, sizeof(T), "buffer::allocate"); !bytes) return bytes.error();

@@ -25,11 +25,9 @@
 
 namespace cudamem {
 
-/// A memory resource for kind K: it names the kind it serves, allocates `bytes` aligned to
-/// `alignment` ordered on a stream (a resource that is not stream-ordered ignores the stream), and
-/// takes the memory back on a stream, without failing (a failed release goes to the release
-/// handler). The device a resource allocates on is the current one; buffers make their device
-/// current around both calls.
+/// A memory resource for kind K: allocates `bytes` aligned to `alignment`, ordered on a stream (or
+/// ignoring it), and takes them back without failing (a failed release goes to the release
+/// handler). It allocates on the current device; buffers make their device current around both.
 template <class R, class K>
 concept memory_resource_for =
     memory_kind<K> && std::is_same_v<typename R::kind, K> && requires(R& r, stream_ref s, void* p, std::size_t n) {
@@ -47,8 +45,8 @@ inline status check_cuda_alignment(std::size_t alignment, const char* api) noexc
   return {};
 }
 
-/// The shape shared by the synchronous CUDA allocators: relaxed capture mode (an allocation is not
-/// part of anyone's stream capture), the alignment check, one call.
+/// The synchronous CUDA allocators: the alignment check, then one call in relaxed capture mode (an
+/// allocation is not part of anyone's capture).
 template <class Call>
 result<void*> cuda_allocate(std::size_t alignment, const char* cuda_call, Call&& call) noexcept {
   if (auto ok = check_cuda_alignment(alignment, cuda_call); !ok) return ok.error();
@@ -57,11 +55,10 @@ result<void*> cuda_allocate(std::size_t alignment, const char* cuda_call, Call&&
   if (auto ok = check(call(&raw), nullptr, cuda_call); !ok) return ok.error();
   return raw;
 }
-inline void cuda_release(cudaError_t code, const char* cuda_call) noexcept { check_release(code, cuda_call); }
 }  // namespace detail
 
-/// Device memory from cudaMalloc on the current device: usable on every stream at once. Synchronous;
-/// the stream is ignored. cudaFree synchronizes the device.
+/// cudaMalloc on the current device: usable on every stream at once. Synchronous; cudaFree
+/// synchronizes the device.
 struct device_malloc_resource {
   using kind = device;
   [[nodiscard]] result<void*> allocate(stream_ref, std::size_t bytes, std::size_t alignment) noexcept {
@@ -69,14 +66,13 @@ struct device_malloc_resource {
   }
   void deallocate(stream_ref, void* p, std::size_t, std::size_t) noexcept {
     detail::relaxed_capture_scope relaxed;
-    detail::cuda_release(cudaFree(p), "cudaFree");
+    detail::check_release(cudaFree(p), "cudaFree");
   }
 };
 static_assert(memory_resource_for<device_malloc_resource, device>);
 
-/// Device memory from the current memory pool of the stream's device (cudaMallocAsync), ordered on
-/// the stream; freed with cudaFreeAsync on the stream given to deallocate. Both can be captured into
-/// a graph. Errors: not_supported on a device without memory pools; CUDA errors.
+/// cudaMallocAsync from the pool of the stream's device, ordered on the stream; cudaFreeAsync on the
+/// stream given to deallocate. Both can be captured. Errors: not_supported without memory pools.
 struct device_pool_resource {
   using kind = device;
   [[nodiscard]] result<void*> allocate(stream_ref s, std::size_t bytes, std::size_t alignment) noexcept {
@@ -93,12 +89,12 @@ struct device_pool_resource {
     return raw;
   }
   void deallocate(stream_ref s, void* p, std::size_t, std::size_t) noexcept {
-    detail::cuda_release(cudaFreeAsync(p, s.get()), "cudaFreeAsync");
+    detail::check_release(cudaFreeAsync(p, s.get()), "cudaFreeAsync");
   }
 };
 static_assert(memory_resource_for<device_pool_resource, device>);
 
-/// Page-locked host memory from cudaMallocHost, mapped for every device. Synchronous.
+/// cudaMallocHost: page-locked, mapped for every device. Synchronous.
 struct pinned_resource {
   using kind = pinned;
   [[nodiscard]] result<void*> allocate(stream_ref, std::size_t bytes, std::size_t alignment) noexcept {
@@ -106,13 +102,12 @@ struct pinned_resource {
   }
   void deallocate(stream_ref, void* p, std::size_t, std::size_t) noexcept {
     detail::relaxed_capture_scope relaxed;
-    detail::cuda_release(cudaFreeHost(p), "cudaFreeHost");
+    detail::check_release(cudaFreeHost(p), "cudaFreeHost");
   }
 };
 static_assert(memory_resource_for<pinned_resource, pinned>);
 
-/// Managed memory from cudaMallocManaged (attached globally), associated with the current device.
-/// Synchronous.
+/// cudaMallocManaged (attached globally) on the current device. Synchronous.
 struct managed_resource {
   using kind = managed;
   [[nodiscard]] result<void*> allocate(stream_ref, std::size_t bytes, std::size_t alignment) noexcept {
@@ -121,13 +116,12 @@ struct managed_resource {
   }
   void deallocate(stream_ref, void* p, std::size_t, std::size_t) noexcept {
     detail::relaxed_capture_scope relaxed;
-    detail::cuda_release(cudaFree(p), "cudaFree");
+    detail::check_release(cudaFree(p), "cudaFree");
   }
 };
 static_assert(memory_resource_for<managed_resource, managed>);
 
-/// Pageable host memory from aligned operator new, aligned to at least 64 bytes (a cache line) and
-/// to whatever larger alignment is asked. Needs no device.
+/// Aligned operator new: at least 64 bytes (a cache line), more when asked. Needs no device.
 struct host_resource {
   using kind = host;
   [[nodiscard]] result<void*> allocate(stream_ref, std::size_t bytes, std::size_t alignment) noexcept {
@@ -146,8 +140,8 @@ struct host_resource {
 };
 static_assert(memory_resource_for<host_resource, host>);
 
-/// A non-owning, type-erased handle to a memory resource of kind K: two pointers, trivially
-/// copyable. The resource must outlive every handle and every buffer allocated from it.
+/// A non-owning, type-erased handle to a resource of kind K (two pointers). The resource must
+/// outlive every handle and every buffer allocated from it.
 template <memory_kind K>
 class resource_ref {
  public:
@@ -191,9 +185,8 @@ template <class R>
 inline R builtin_resource{};
 }  // namespace detail
 
-/// The resource a buffer of kind K uses when none is given: cudaMalloc for device memory allocated
-/// without a stream, the stream-ordered pool with one; cudaMallocHost, cudaMallocManaged and
-/// aligned operator new for the other kinds.
+/// The resource a buffer of kind K uses when none is given (device memory: the pool when
+/// stream-ordered, else cudaMalloc).
 template <memory_kind K>
 [[nodiscard]] resource_ref<K> default_resource(bool stream_ordered = false) noexcept {
   if constexpr (std::is_same_v<K, device>) {
