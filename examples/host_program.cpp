@@ -27,6 +27,11 @@ cudamem::status round_trip(std::vector<std::uint32_t>& data) {
 }  // namespace
 
 int main() {
+  if (auto devices = cudamem::device_count(); !devices || *devices == 0) {
+    std::fprintf(stderr, "host_program: no CUDA driver or no GPU (%s)\n",
+                 devices ? "no device found" : devices.error().message());
+    return 1;
+  }
   std::vector<std::uint32_t> data(1 << 22);
   std::iota(data.begin(), data.end(), 7u);
   if (auto ok = round_trip(data); !ok) {

@@ -26,6 +26,11 @@ int main() {
   constexpr std::size_t chunk = std::size_t{4} << 20;
   constexpr int stream_count = 2;
 
+  if (auto devices = device_count(); !devices || *devices == 0) {
+    std::fprintf(stderr, "pinned_streaming: no CUDA driver or no GPU (%s)\n",
+                 devices ? "no device found" : devices.error().message());
+    return 1;
+  }
   auto input = pinned_buffer<float>::allocate(total);
   if (!input) return report(input.error());
   auto output = pinned_buffer<float>::allocate(total);
