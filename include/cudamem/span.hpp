@@ -15,45 +15,34 @@ namespace cudamem {
 template <class T, memory_kind Kind>
 class span;
 
-/// Anything that names its memory kind (`kind`) and offers a typed view through `view()`: span,
-/// buffer, host_registration. Copies and fills take these, so a buffer needs no conversion at the
-/// call site. Owners (buffer, host_registration) also say `owns_memory`: a stream-ordered operation
-/// refuses a temporary owner, which would free its memory while the operation is still queued.
+/// What copies and fills take: a `kind` and a typed `view()` (span, buffer, host_registration). Owners also say
+/// `owns_memory`: stream-ordered operations refuse a temporary owner, which would free memory still in use.
 template <class V>
 concept viewable = requires(const V& v) {
   typename V::kind;
   { v.view() };
 };
 
-/// A non-owning view of `size()` elements of kind Kind. Trivially copyable; pass it to kernels by
-/// value. Host-side slicing (subspan, first, last) is bounds-checked and returns a result; kernels
-/// slice with subspan_unchecked. operator[] compiles only on a side that may touch the memory and
-/// is checked by CUDAMEM_ASSERT in debug builds. Copies and fills of views are in copy.hpp: a view
-/// knows nothing of streams or of the transfer engine.
+/// A non-owning view of `size()` elements of kind Kind; trivially copyable, passed to kernels by value. Host-side
+/// slicing (subspan, first, last) is bounds-checked and returns a result; kernels use subspan_unchecked. Element
+/// access compiles only on a side that may touch the memory (see ptr). Copies and fills are in copy.hpp.
 template <class T, memory_kind Kind>
 class span {
  public:
-  /// T, with its const.
-  using element_type = T;
-  /// T without const or volatile.
-  using value_type = std::remove_cv_t<T>;
-  /// The memory kind.
-  using kind = Kind;
-  /// The typed address of the first element.
-  using pointer = ptr<T, Kind>;
+  using element_type = T;                  ///< T, with its const.
+  using value_type = std::remove_cv_t<T>;  ///< T without const or volatile.
+  using kind = Kind;                       ///< The memory kind.
+  using pointer = ptr<T, Kind>;            ///< The typed address of the first element.
 
-  /// An empty view.
-  CUDAMEM_HD constexpr span() noexcept : data_(), size_(0) {}
-  /// `count` elements from `first`. Not checked here: a null `first` with a count is refused by
-  /// every operation that would touch it.
+  CUDAMEM_HD constexpr span() noexcept : data_(), size_(0) {}  ///< An empty view.
+  /// `count` elements from `first`; not checked (operations that touch a null `first` with a count refuse it).
   CUDAMEM_HD constexpr span(pointer first, std::size_t count) noexcept : data_(first), size_(count) {}
   /// The same elements, with const added or pinned widened to host (implicit; never the reverse).
   template <class U, class K2>
     requires(std::is_convertible_v<U (*)[], T (*)[]> && kind_convertible<K2, Kind> &&
              !(std::is_same_v<U, T> && std::is_same_v<K2, Kind>))
   CUDAMEM_HD constexpr span(span<U, K2> other) noexcept : data_(other.data()), size_(other.size()) {}
-  /// Views a host container with data() and size() (std::vector, std::array, std::string, ...);
-  /// host spans only, lvalues only.
+  /// Views a host container with data() and size() (std::vector, std::string, ...); host spans, lvalues only.
   template <class Range>
     requires(std::is_same_v<Kind, host> && !std::is_same_v<std::remove_cvref_t<Range>, span> &&
              requires(Range& r) {
@@ -66,33 +55,22 @@ class span {
     requires std::is_same_v<Kind, host>
   constexpr span(T (&array)[N]) noexcept : data_(pointer(array)), size_(N) {}
 
-  /// The typed address of the first element.
-  CUDAMEM_HD constexpr pointer data() const noexcept { return data_; }
-  /// The number of elements.
-  CUDAMEM_HD constexpr std::size_t size() const noexcept { return size_; }
-  /// size() * sizeof(T), unchecked: it wraps when the product overflows. Copies and fills check it
-  /// and refuse such a span with errc::size_overflow.
+  CUDAMEM_HD constexpr pointer data() const noexcept { return data_; }          ///< The first element's address.
+  CUDAMEM_HD constexpr std::size_t size() const noexcept { return size_; }      ///< The number of elements.
+  CUDAMEM_HD constexpr bool empty() const noexcept { return size_ == 0; }       ///< True when size() is 0.
+  CUDAMEM_HD constexpr device_id device() const noexcept { return data_.device(); }  ///< As data().device().
+  CUDAMEM_HD constexpr span view() const noexcept { return *this; }  ///< This view, as a buffer's view().
+  /// size() * sizeof(T), unchecked: it wraps on overflow (copies and fills refuse such a span: size_overflow).
   CUDAMEM_HD constexpr std::size_t size_bytes() const noexcept { return size_ * sizeof(T); }
-  /// True when size() is 0.
-  CUDAMEM_HD constexpr bool empty() const noexcept { return size_ == 0; }
-  /// The device the memory lives on (device_id::host() for host and pinned memory).
-  CUDAMEM_HD constexpr device_id device() const noexcept { return data_.device(); }
-  /// This view (so that spans and buffers are interchangeable in copies).
-  CUDAMEM_HD constexpr span view() const noexcept { return *this; }
-
-  /// Element `i`; unchecked in release builds, CUDAMEM_ASSERT in debug builds (host and device).
-  /// Compiles only on a side that may touch Kind (see ptr).
+  /// Element `i`; checked by CUDAMEM_ASSERT in debug builds only (host and device).
   CUDAMEM_DETAIL_ACCESSORS(T&, operator[](std::size_t i), {
     CUDAMEM_ASSERT(i < size_, "span index out of range");
     return data_.get()[i];
   })
-  /// The raw address of the first element, for range-for. Compiles only where Kind may be touched.
-  CUDAMEM_DETAIL_ACCESSORS(T*, begin(), { return data_.get(); })
-  /// The raw address past the last element. Compiles only where Kind may be touched.
-  CUDAMEM_DETAIL_ACCESSORS(T*, end(), { return data_.get() + size_; })
+  CUDAMEM_DETAIL_ACCESSORS(T*, begin(), { return data_.get(); })       ///< The first element's raw address.
+  CUDAMEM_DETAIL_ACCESSORS(T*, end(), { return data_.get() + size_; })  ///< The raw address past the last.
 
-  /// Elements [offset, offset + count), unchecked: for kernels and hot loops (CUDAMEM_ASSERT in
-  /// debug builds). Host code that can fail should call subspan().
+  /// Elements [offset, offset + count), unchecked but for CUDAMEM_ASSERT in debug builds: for kernels, hot loops.
   CUDAMEM_HD constexpr span subspan_unchecked(std::size_t offset, std::size_t count) const noexcept {
     CUDAMEM_ASSERT(offset <= size_ && count <= size_ - offset, "subspan out of range");
     return span(data_ + static_cast<std::ptrdiff_t>(offset), count);
@@ -122,31 +100,25 @@ class span {
   }
 
  private:
-  // A null view stays null (so copies still refuse it), and an offset that pointer arithmetic
-  // cannot represent is refused instead of wrapping backwards.
+  // A null view stays null (copies still refuse it); an offset a pointer cannot step is refused, not wrapped.
   result<span> slice(std::size_t offset, std::size_t count, const char* api) const noexcept {
     if (!detail::steppable(offset, sizeof(T)))
       return error(errc::size_overflow, api, "offset %zu is beyond what a pointer can step", offset);
     if (data_.get() == nullptr) return span(data_, count);
     return span(data_ + static_cast<std::ptrdiff_t>(offset), count);
   }
-
   pointer data_;
   std::size_t size_;
 };
 
-/// A view of device memory.
 template <class T>
-using device_span = span<T, device>;
-/// A view of page-locked host memory.
+using device_span = span<T, device>;  ///< A view of device memory.
 template <class T>
-using pinned_span = span<T, pinned>;
-/// A view of pageable host memory.
+using pinned_span = span<T, pinned>;  ///< A view of page-locked host memory.
 template <class T>
-using host_span = span<T, host>;
-/// A view of managed memory.
+using host_span = span<T, host>;  ///< A view of pageable host memory.
 template <class T>
-using managed_span = span<T, managed>;
+using managed_span = span<T, managed>;  ///< A view of managed memory.
 
 /// Deduces `span<T, host>` from a host container.
 template <class Range>
@@ -155,8 +127,7 @@ span(Range&) -> span<std::remove_reference_t<decltype(*std::declval<Range&>().da
 template <class T, std::size_t N>
 span(T (&)[N]) -> span<T, host>;
 
-/// Views `count` elements from `first`, which the caller asserts is memory of kind Kind on `id`.
-/// Not checked.
+/// Views `count` elements from `first`, which the caller asserts is memory of kind Kind on `id`. Not checked.
 template <memory_kind Kind, class T>
 [[nodiscard]] constexpr span<T, Kind> make_span(T* first, std::size_t count, device_id id) noexcept {
   return span<T, Kind>(ptr<T, Kind>(first, id), count);
@@ -167,9 +138,8 @@ template <class T>
   return host_span<T>(host_ptr<T>(first), count);
 }
 
-/// The bytes of a view, as const bytes of the same kind and device: for copying raw bytes between
-/// views of different element types. Errors: size_overflow when the byte count does not fit
-/// std::size_t (a typed copy would refuse the view; so must its bytes).
+/// The bytes of a view, const, of the same kind and device: for raw copies between element types. Errors:
+/// size_overflow when the byte count does not fit std::size_t (a typed copy would refuse the view too).
 template <class T, memory_kind Kind>
 [[nodiscard]] result<span<const std::byte, Kind>> as_bytes(span<T, Kind> view) noexcept {
   auto bytes = detail::bytes_of(view.size(), sizeof(T), "as_bytes");
@@ -177,8 +147,7 @@ template <class T, memory_kind Kind>
   return span<const std::byte, Kind>(
       ptr<const std::byte, Kind>(reinterpret_cast<const std::byte*>(view.data().get()), view.device()), *bytes);
 }
-/// The bytes of a view of non-const elements, writable: the destination side of a raw-byte copy.
-/// Errors: as as_bytes.
+/// The bytes of a view of non-const elements, writable: the destination of a raw copy. Errors: as as_bytes.
 template <class T, memory_kind Kind>
   requires(!std::is_const_v<T>)
 [[nodiscard]] result<span<std::byte, Kind>> as_writable_bytes(span<T, Kind> view) noexcept {
