@@ -8,16 +8,14 @@
 
 namespace cudamem {
 
-/// Pageable host memory (new, malloc, std::vector). Kernels cannot touch it, and only the
-/// synchronous copies and fills take it.
+/// Pageable host memory (new, malloc, std::vector): host code only, and only synchronous copies and fills.
 struct host {
   static constexpr bool host_accessible = true;     ///< host code may read and write it
   static constexpr bool device_accessible = false;  ///< kernels may not
   static constexpr bool page_locked = false;        ///< pageable: no stream-ordered copies or fills
   static constexpr const char* name = "host";       ///< the kind's name, for messages
 };
-/// Page-locked host memory (cudaMallocHost, or pageable memory registered with host_register).
-/// Mapped into the device's address space, so kernels may read and write it too (zero-copy).
+/// Page-locked host memory (cudaMallocHost, or host_register), mapped for kernels too (zero-copy).
 struct pinned {
   static constexpr bool host_accessible = true;    ///< host code may read and write it
   static constexpr bool device_accessible = true;  ///< kernels may too, through the mapping
@@ -38,41 +36,30 @@ struct managed {
   static constexpr bool page_locked = true;        ///< not pageable: stream-ordered copies and fills take it
   static constexpr const char* name = "managed";   ///< the kind's name, for messages
 };
-
-/// Satisfied by the four kinds above (host, pinned, device, managed) and nothing else.
+/// Satisfied by the four kinds above and nothing else.
 template <class K>
-concept memory_kind = std::is_same_v<K, host> || std::is_same_v<K, pinned> || std::is_same_v<K, device> ||
-                      std::is_same_v<K, managed>;
-
-/// Whether memory of kind K may take part in a stream-ordered copy or fill: true for every kind
-/// but pageable `host`.
+concept memory_kind =
+    std::is_same_v<K, host> || std::is_same_v<K, pinned> || std::is_same_v<K, device> || std::is_same_v<K, managed>;
 template <memory_kind K>
-inline constexpr bool stream_orderable = K::page_locked;
-
-/// Whether a view of kind From may be used where kind To is asked: the same kind, or a kind the
-/// memory also is (pinned memory is host memory for synchronous use). Never narrows.
+inline constexpr bool stream_orderable = K::page_locked;  ///< May K be in stream-ordered copies and fills? Not host.
+/// Whether a view of kind From may be used where kind To is asked: the same kind, or pinned as host. Never narrows.
 template <memory_kind From, memory_kind To>
-inline constexpr bool kind_convertible = std::is_same_v<From, To> || (std::is_same_v<From, pinned> && std::is_same_v<To, host>);
-
-/// The cudaMemcpyKind of a copy into kind Dst from kind Src, decided at compile time. Managed memory
-/// lets the driver decide (cudaMemcpyDefault), since it may reside on either side.
+inline constexpr bool kind_convertible =
+    std::is_same_v<From, To> || (std::is_same_v<From, pinned> && std::is_same_v<To, host>);
+/// The cudaMemcpyKind of a copy into Dst from Src; cudaMemcpyDefault (the driver decides) with managed memory.
 template <memory_kind Dst, memory_kind Src>
-inline constexpr cudaMemcpyKind copy_direction = [] {
-  if constexpr (std::is_same_v<Dst, managed> || std::is_same_v<Src, managed>) return cudaMemcpyDefault;
-  else if constexpr (Dst::host_accessible && Src::host_accessible) return cudaMemcpyHostToHost;
-  else if constexpr (Dst::host_accessible) return cudaMemcpyDeviceToHost;
-  else if constexpr (Src::host_accessible) return cudaMemcpyHostToDevice;
-  else return cudaMemcpyDeviceToDevice;
-}();
-
+inline constexpr cudaMemcpyKind copy_direction =
+    std::is_same_v<Dst, managed> || std::is_same_v<Src, managed> ? cudaMemcpyDefault
+    : Dst::host_accessible && Src::host_accessible               ? cudaMemcpyHostToHost
+    : Dst::host_accessible                                       ? cudaMemcpyDeviceToHost
+    : Src::host_accessible                                       ? cudaMemcpyHostToDevice
+                                                                 : cudaMemcpyDeviceToDevice;
 namespace detail {
-/// A kind as a run-time value, for the untyped transfer engine.
-enum class kind_id : unsigned char { host, pinned, device, managed };
+enum class kind_id : unsigned char { host, pinned, device, managed };  // a kind as a run-time value, for the engine
 template <memory_kind K>
 inline constexpr kind_id kind_id_of = std::is_same_v<K, host>     ? kind_id::host
                                       : std::is_same_v<K, pinned> ? kind_id::pinned
                                       : std::is_same_v<K, device> ? kind_id::device
                                                                   : kind_id::managed;
 }  // namespace detail
-
 }  // namespace cudamem
