@@ -2,35 +2,27 @@
 #pragma once
 
 #include <cuda_runtime_api.h>
-
 #define CUDAMEM_VERSION_MAJOR 0
 #define CUDAMEM_VERSION_MINOR 1
 #define CUDAMEM_VERSION_PATCH 0
 #define CUDAMEM_VERSION (CUDAMEM_VERSION_MAJOR * 10000 + CUDAMEM_VERSION_MINOR * 100 + CUDAMEM_VERSION_PATCH)
-
 #if __cplusplus < 202002L
 #error "cudamem needs C++20 (-std=c++20)"
 #endif
-
-// One spelling of the execution-space annotations for nvcc and for plain host compilers.
-#if defined(__CUDACC__)
+#if defined(__CUDACC__)  // execution-space annotations: one spelling for nvcc and for plain host compilers
 #define CUDAMEM_HD __host__ __device__
 #define CUDAMEM_HOST __host__
 #else
 #define CUDAMEM_HD
 #define CUDAMEM_HOST
 #endif
-
 #if defined(__CUDA_ARCH__)
 #define CUDAMEM_IN_DEVICE_CODE 1
 #else
 #define CUDAMEM_IN_DEVICE_CODE 0
 #endif
-
-// CUDAMEM_ASSERT(condition, message): a precondition check usable in host and device code, for
-// what is too hot to return a result (operator[] of views, unchecked slicing). In debug builds a
-// failure prints the condition and message and aborts (host) or traps (device); under NDEBUG it
-// compiles to nothing and the condition is not evaluated.
+// CUDAMEM_ASSERT(condition, message), for what is too hot to return a result (views' operator[], unchecked
+// slicing): in debug builds a failure prints, then aborts (host) or traps (device); under NDEBUG it evaluates nothing.
 #if defined(NDEBUG)
 #define CUDAMEM_ASSERT(condition, message) ((void)0)
 #else
