@@ -60,10 +60,12 @@ result<void*> cuda_allocate(std::size_t alignment, const char* cuda_call, Call&&
 /// cudaMalloc on the current device: usable on every stream at once. Synchronous; cudaFree
 /// synchronizes the device.
 struct device_malloc_resource {
-  using kind = device;
+  using kind = device;  ///< the kind it serves
+  /// Allocates (see the struct).
   [[nodiscard]] result<void*> allocate(stream_ref, std::size_t bytes, std::size_t alignment) noexcept {
     return detail::cuda_allocate(alignment, "cudaMalloc", [bytes](void** p) { return cudaMalloc(p, bytes); });
   }
+  /// Frees; a failure goes to the release handler.
   void deallocate(stream_ref, void* p, std::size_t, std::size_t) noexcept {
     detail::relaxed_capture_scope relaxed;
     detail::check_release(cudaFree(p), "cudaFree");
@@ -74,7 +76,8 @@ static_assert(memory_resource_for<device_malloc_resource, device>);
 /// cudaMallocAsync from the pool of the stream's device, ordered on the stream; cudaFreeAsync on the
 /// stream given to deallocate. Both can be captured. Errors: not_supported without memory pools.
 struct device_pool_resource {
-  using kind = device;
+  using kind = device;  ///< the kind it serves
+  /// Allocates (see the struct).
   [[nodiscard]] result<void*> allocate(stream_ref s, std::size_t bytes, std::size_t alignment) noexcept {
     constexpr const char* api = "cudaMallocAsync";
     if (auto ok = detail::check_cuda_alignment(alignment, api); !ok) return ok.error();
@@ -88,6 +91,7 @@ struct device_pool_resource {
     if (auto ok = detail::check(cudaMallocAsync(&raw, bytes, s.get()), nullptr, api); !ok) return ok.error();
     return raw;
   }
+  /// Frees; a failure goes to the release handler.
   void deallocate(stream_ref s, void* p, std::size_t, std::size_t) noexcept {
     detail::check_release(cudaFreeAsync(p, s.get()), "cudaFreeAsync");
   }
@@ -96,10 +100,12 @@ static_assert(memory_resource_for<device_pool_resource, device>);
 
 /// cudaMallocHost: page-locked, mapped for every device. Synchronous.
 struct pinned_resource {
-  using kind = pinned;
+  using kind = pinned;  ///< the kind it serves
+  /// Allocates (see the struct).
   [[nodiscard]] result<void*> allocate(stream_ref, std::size_t bytes, std::size_t alignment) noexcept {
     return detail::cuda_allocate(alignment, "cudaMallocHost", [bytes](void** p) { return cudaMallocHost(p, bytes); });
   }
+  /// Frees; a failure goes to the release handler.
   void deallocate(stream_ref, void* p, std::size_t, std::size_t) noexcept {
     detail::relaxed_capture_scope relaxed;
     detail::check_release(cudaFreeHost(p), "cudaFreeHost");
@@ -109,11 +115,13 @@ static_assert(memory_resource_for<pinned_resource, pinned>);
 
 /// cudaMallocManaged (attached globally) on the current device. Synchronous.
 struct managed_resource {
-  using kind = managed;
+  using kind = managed;  ///< the kind it serves
+  /// Allocates (see the struct).
   [[nodiscard]] result<void*> allocate(stream_ref, std::size_t bytes, std::size_t alignment) noexcept {
     return detail::cuda_allocate(alignment, "cudaMallocManaged",
                                  [bytes](void** p) { return cudaMallocManaged(p, bytes, cudaMemAttachGlobal); });
   }
+  /// Frees; a failure goes to the release handler.
   void deallocate(stream_ref, void* p, std::size_t, std::size_t) noexcept {
     detail::relaxed_capture_scope relaxed;
     detail::check_release(cudaFree(p), "cudaFree");
@@ -123,7 +131,8 @@ static_assert(memory_resource_for<managed_resource, managed>);
 
 /// Aligned operator new: at least 64 bytes (a cache line), more when asked. Needs no device.
 struct host_resource {
-  using kind = host;
+  using kind = host;  ///< the kind it serves
+  /// Allocates (see the struct).
   [[nodiscard]] result<void*> allocate(stream_ref, std::size_t bytes, std::size_t alignment) noexcept {
     if (alignment == 0 || (alignment & (alignment - 1)) != 0)
       return error(errc::invalid_argument, "operator new", "alignment %zu is not a power of two", alignment);
@@ -131,6 +140,7 @@ struct host_resource {
     if (raw == nullptr) return error(errc::out_of_memory, "operator new", "out of host memory (%zu bytes)", bytes);
     return raw;
   }
+  /// Frees.
   void deallocate(stream_ref, void* p, std::size_t, std::size_t alignment) noexcept {
     ::operator delete(p, std::align_val_t{aligned(alignment)});
   }
@@ -146,7 +156,7 @@ template <memory_kind K>
 class resource_ref {
  public:
   /// The kind the resource serves.
-  using kind = K;
+  using kind = K;  ///< the kind it serves
 
   /// Refers to `resource`, which must serve kind K (a resource of another kind does not compile).
   template <class R>
