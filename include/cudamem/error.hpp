@@ -185,10 +185,8 @@ class error {
       case cudaErrorContained:
       case cudaErrorTensorMemoryLeak:
       case cudaErrorMpsClientTerminated:
-      case cudaErrorExternalDevice:
-        return true;
-      default:
-        return false;
+      case cudaErrorExternalDevice: return true;
+      default: return false;
     }
   }
 
@@ -389,46 +387,78 @@ class [[nodiscard]] result<void> {
   ///@{
   /// On success, `f()`, which returns a result; else this error as that result type.
   template <class F>
-  auto and_then(F&& f) & { return and_then_impl(*this, std::forward<F>(f)); }
+  auto and_then(F&& f) & {
+    return and_then_impl(*this, std::forward<F>(f));
+  }
   template <class F>
-  auto and_then(F&& f) const& { return and_then_impl(*this, std::forward<F>(f)); }
+  auto and_then(F&& f) const& {
+    return and_then_impl(*this, std::forward<F>(f));
+  }
   template <class F>
-  auto and_then(F&& f) && { return and_then_impl(std::move(*this), std::forward<F>(f)); }
+  auto and_then(F&& f) && {
+    return and_then_impl(std::move(*this), std::forward<F>(f));
+  }
   template <class F>
-  auto and_then(F&& f) const&& { return and_then_impl(std::move(*this), std::forward<F>(f)); }
+  auto and_then(F&& f) const&& {
+    return and_then_impl(std::move(*this), std::forward<F>(f));
+  }
   ///@}
   ///@{
   /// On success, `f()` wrapped in a result (a status when `f` returns void); else this error.
   template <class F>
-  auto transform(F&& f) & { return transform_impl(*this, std::forward<F>(f)); }
+  auto transform(F&& f) & {
+    return transform_impl(*this, std::forward<F>(f));
+  }
   template <class F>
-  auto transform(F&& f) const& { return transform_impl(*this, std::forward<F>(f)); }
+  auto transform(F&& f) const& {
+    return transform_impl(*this, std::forward<F>(f));
+  }
   template <class F>
-  auto transform(F&& f) && { return transform_impl(std::move(*this), std::forward<F>(f)); }
+  auto transform(F&& f) && {
+    return transform_impl(std::move(*this), std::forward<F>(f));
+  }
   template <class F>
-  auto transform(F&& f) const&& { return transform_impl(std::move(*this), std::forward<F>(f)); }
+  auto transform(F&& f) const&& {
+    return transform_impl(std::move(*this), std::forward<F>(f));
+  }
   ///@}
   ///@{
   /// On an error, `f(error())`, which returns a status; else success.
   template <class F>
-  auto or_else(F&& f) & { return or_else_impl(*this, std::forward<F>(f)); }
+  auto or_else(F&& f) & {
+    return or_else_impl(*this, std::forward<F>(f));
+  }
   template <class F>
-  auto or_else(F&& f) const& { return or_else_impl(*this, std::forward<F>(f)); }
+  auto or_else(F&& f) const& {
+    return or_else_impl(*this, std::forward<F>(f));
+  }
   template <class F>
-  auto or_else(F&& f) && { return or_else_impl(std::move(*this), std::forward<F>(f)); }
+  auto or_else(F&& f) && {
+    return or_else_impl(std::move(*this), std::forward<F>(f));
+  }
   template <class F>
-  auto or_else(F&& f) const&& { return or_else_impl(std::move(*this), std::forward<F>(f)); }
+  auto or_else(F&& f) const&& {
+    return or_else_impl(std::move(*this), std::forward<F>(f));
+  }
   ///@}
   ///@{
   /// On an error, a status holding `f(error())`, which returns an error; else success.
   template <class F>
-  result transform_error(F&& f) & { return transform_error_impl(*this, std::forward<F>(f)); }
+  result transform_error(F&& f) & {
+    return transform_error_impl(*this, std::forward<F>(f));
+  }
   template <class F>
-  result transform_error(F&& f) const& { return transform_error_impl(*this, std::forward<F>(f)); }
+  result transform_error(F&& f) const& {
+    return transform_error_impl(*this, std::forward<F>(f));
+  }
   template <class F>
-  result transform_error(F&& f) && { return transform_error_impl(std::move(*this), std::forward<F>(f)); }
+  result transform_error(F&& f) && {
+    return transform_error_impl(std::move(*this), std::forward<F>(f));
+  }
   template <class F>
-  result transform_error(F&& f) const&& { return transform_error_impl(std::move(*this), std::forward<F>(f)); }
+  result transform_error(F&& f) const&& {
+    return transform_error_impl(std::move(*this), std::forward<F>(f));
+  }
   ///@}
 
   /// Equal when both succeeded, or both failed with equal errors.
@@ -504,7 +534,8 @@ class [[nodiscard]] result<void> {
 template <class T>
 class [[nodiscard]] result {
   static_assert(std::is_object_v<T> && !std::is_array_v<T>, "result<T>: T must be a non-array object type");
-  static_assert(!std::is_same_v<std::remove_cv_t<T>, cudamem::error> && !std::is_same_v<std::remove_cv_t<T>, unexpect_t> &&
+  static_assert(!std::is_same_v<std::remove_cv_t<T>, cudamem::error> &&
+                    !std::is_same_v<std::remove_cv_t<T>, unexpect_t> &&
                     !std::is_same_v<std::remove_cv_t<T>, std::in_place_t>,
                 "result<T>: T must not be error, unexpect_t or in_place_t");
   template <class>
@@ -622,8 +653,9 @@ class [[nodiscard]] result {
   }
   /// Holds T made from `value` from now on (assigned to the value, if there is one).
   template <class U = std::remove_cv_t<T>>
-    requires(!std::is_same_v<std::remove_cvref_t<U>, result> && !std::is_same_v<std::remove_cvref_t<U>, cudamem::error> &&
-             !detail::is_result<std::remove_cvref_t<U>> && std::is_constructible_v<T, U> && std::is_assignable_v<T&, U>)
+    requires(!std::is_same_v<std::remove_cvref_t<U>, result> &&
+             !std::is_same_v<std::remove_cvref_t<U>, cudamem::error> && !detail::is_result<std::remove_cvref_t<U>> &&
+             std::is_constructible_v<T, U> && std::is_assignable_v<T&, U>)
   result& operator=(U&& value) {
     if (has_value_) value_ = std::forward<U>(value);
     else become_value(std::forward<U>(value));
@@ -747,49 +779,81 @@ class [[nodiscard]] result {
   /// Calls `f(value())` (with this result's const and value category), which returns a result, when
   /// this holds a value; else returns this error as that result type.
   template <class F>
-  auto and_then(F&& f) & { return and_then_impl(*this, std::forward<F>(f)); }
+  auto and_then(F&& f) & {
+    return and_then_impl(*this, std::forward<F>(f));
+  }
   template <class F>
-  auto and_then(F&& f) const& { return and_then_impl(*this, std::forward<F>(f)); }
+  auto and_then(F&& f) const& {
+    return and_then_impl(*this, std::forward<F>(f));
+  }
   template <class F>
-  auto and_then(F&& f) && { return and_then_impl(std::move(*this), std::forward<F>(f)); }
+  auto and_then(F&& f) && {
+    return and_then_impl(std::move(*this), std::forward<F>(f));
+  }
   template <class F>
-  auto and_then(F&& f) const&& { return and_then_impl(std::move(*this), std::forward<F>(f)); }
+  auto and_then(F&& f) const&& {
+    return and_then_impl(std::move(*this), std::forward<F>(f));
+  }
   ///@}
   ///@{
   /// `f(value())` wrapped in a result (a status when `f` returns void) when this holds a value;
   /// else this error.
   template <class F>
-  auto transform(F&& f) & { return transform_impl(*this, std::forward<F>(f)); }
+  auto transform(F&& f) & {
+    return transform_impl(*this, std::forward<F>(f));
+  }
   template <class F>
-  auto transform(F&& f) const& { return transform_impl(*this, std::forward<F>(f)); }
+  auto transform(F&& f) const& {
+    return transform_impl(*this, std::forward<F>(f));
+  }
   template <class F>
-  auto transform(F&& f) && { return transform_impl(std::move(*this), std::forward<F>(f)); }
+  auto transform(F&& f) && {
+    return transform_impl(std::move(*this), std::forward<F>(f));
+  }
   template <class F>
-  auto transform(F&& f) const&& { return transform_impl(std::move(*this), std::forward<F>(f)); }
+  auto transform(F&& f) const&& {
+    return transform_impl(std::move(*this), std::forward<F>(f));
+  }
   ///@}
   ///@{
   /// Calls `f(error())`, which returns a `result<T>`, when this holds an error; else returns this
   /// value (moved out of an rvalue result).
   template <class F>
-  auto or_else(F&& f) & { return or_else_impl(*this, std::forward<F>(f)); }
+  auto or_else(F&& f) & {
+    return or_else_impl(*this, std::forward<F>(f));
+  }
   template <class F>
-  auto or_else(F&& f) const& { return or_else_impl(*this, std::forward<F>(f)); }
+  auto or_else(F&& f) const& {
+    return or_else_impl(*this, std::forward<F>(f));
+  }
   template <class F>
-  auto or_else(F&& f) && { return or_else_impl(std::move(*this), std::forward<F>(f)); }
+  auto or_else(F&& f) && {
+    return or_else_impl(std::move(*this), std::forward<F>(f));
+  }
   template <class F>
-  auto or_else(F&& f) const&& { return or_else_impl(std::move(*this), std::forward<F>(f)); }
+  auto or_else(F&& f) const&& {
+    return or_else_impl(std::move(*this), std::forward<F>(f));
+  }
   ///@}
   ///@{
   /// A result holding `f(error())`, which returns an error, when this holds an error; else this
   /// value. For example `.transform_error([](const error& e) { return e.with_api("load"); })`.
   template <class F>
-  result transform_error(F&& f) & { return transform_error_impl(*this, std::forward<F>(f)); }
+  result transform_error(F&& f) & {
+    return transform_error_impl(*this, std::forward<F>(f));
+  }
   template <class F>
-  result transform_error(F&& f) const& { return transform_error_impl(*this, std::forward<F>(f)); }
+  result transform_error(F&& f) const& {
+    return transform_error_impl(*this, std::forward<F>(f));
+  }
   template <class F>
-  result transform_error(F&& f) && { return transform_error_impl(std::move(*this), std::forward<F>(f)); }
+  result transform_error(F&& f) && {
+    return transform_error_impl(std::move(*this), std::forward<F>(f));
+  }
   template <class F>
-  result transform_error(F&& f) const&& { return transform_error_impl(std::move(*this), std::forward<F>(f)); }
+  result transform_error(F&& f) const&& {
+    return transform_error_impl(std::move(*this), std::forward<F>(f));
+  }
   ///@}
 
   // The result side of each comparison is deduced (R is this result), so that nothing converts to
@@ -1002,8 +1066,7 @@ inline void check_release(cudaError_t code, const char* cuda_call) noexcept {
 /// Propagates an error: `CUDAMEM_TRY(copy(a, b));` evaluates its argument (a status or result) once
 /// and, when it holds an error, returns that error from the enclosing function, which must return a
 /// status or a result. The value of a successful result is discarded.
-#define CUDAMEM_TRY(...)                                                \
-  do {                                                                  \
-    if (auto cudamem_try_status_ = (__VA_ARGS__); !cudamem_try_status_) \
-      return cudamem_try_status_.error();                               \
+#define CUDAMEM_TRY(...)                                                                                    \
+  do {                                                                                                      \
+    if (auto cudamem_try_status_ = (__VA_ARGS__); !cudamem_try_status_) return cudamem_try_status_.error(); \
   } while (0)

@@ -2,9 +2,9 @@
 // written out here, in 128-bit arithmetic. Operands are 1D or 2D (width, height, pitch) over one
 // heap arena, so that they may overlap, be null, have a pitch shorter than a row, or, with made-up
 // addresses and huge extents, overflow std::size_t or the address space. Every copy and fill the
-// engine accepts over the arena is carried out by the host path and compared byte for byte with
-// the model's; AddressSanitizer reports any access outside the arena. Pageable host memory on both
-// sides keeps CUDA out of it: no device is needed.
+// engine accepts over the arena is run (run_sync, which hands pageable memory to the host) and
+// compared byte for byte with the model's; AddressSanitizer reports any access outside the arena.
+// Pageable host memory on both sides keeps CUDA out of it: no device is needed.
 #include <cudamem/detail/transfer.hpp>
 
 #include <fuzzer/FuzzedDataProvider.h>
@@ -24,12 +24,12 @@ using detail::kind_id;
 using detail::operand;
 using wide = unsigned __int128;
 
-#define EXPECT(condition)                                                                           \
-  do {                                                                                              \
-    if (!(condition)) {                                                                             \
+#define EXPECT(condition)                                                                                 \
+  do {                                                                                                    \
+    if (!(condition)) {                                                                                   \
       std::fprintf(stderr, "transfer fuzzer: the model disagrees: %s (line %d)\n", #condition, __LINE__); \
-      std::abort();                                                                                 \
-    }                                                                                               \
+      std::abort();                                                                                       \
+    }                                                                                                     \
   } while (0)
 
 constexpr wide size_max = std::numeric_limits<std::size_t>::max();
@@ -45,7 +45,8 @@ std::size_t pick(FuzzedDataProvider& in, std::size_t small) {
   switch (in.ConsumeIntegralInRange<int>(0, 5)) {
     case 0: return std::numeric_limits<std::size_t>::max() - in.ConsumeIntegralInRange<std::size_t>(0, 2);
     case 1: return in.ConsumeIntegral<std::size_t>();
-    case 2: return (std::size_t{1} << in.ConsumeIntegralInRange<int>(0, 63)) + in.ConsumeIntegralInRange<std::size_t>(0, 1);
+    case 2:
+      return (std::size_t{1} << in.ConsumeIntegralInRange<int>(0, 63)) + in.ConsumeIntegralInRange<std::size_t>(0, 1);
     default: return in.ConsumeIntegralInRange<std::size_t>(0, small);
   }
 }
@@ -59,7 +60,9 @@ operand make_operand(FuzzedDataProvider& in, const arena& a) {
   o.device = device_id::host();
   switch (in.ConsumeIntegralInRange<int>(0, 5)) {
     case 0: o.addr = nullptr; break;
-    case 1: o.addr = reinterpret_cast<const void*>(static_cast<std::uintptr_t>(pick(in, 1 << 20)) | 1); break;  // made up
+    case 1:
+      o.addr = reinterpret_cast<const void*>(static_cast<std::uintptr_t>(pick(in, 1 << 20)) | 1);
+      break;  // made up
     default: o.addr = a.bytes.get() + in.ConsumeIntegralInRange<std::size_t>(0, a.size); break;
   }
   return o;
@@ -84,7 +87,8 @@ model_region model_operand(const operand& o, std::size_t elem_size) {
   if (m.row_bytes == 0 || m.rows == 0) return m.empty = true, m;
   if (m.addr == 0 || (m.rows > 1 && m.pitch < m.row_bytes)) return m.ok = false, m.code = errc::invalid_argument, m;
   m.footprint = m.pitch * (m.rows - 1) + m.row_bytes;
-  if (m.footprint > size_max || m.addr + m.footprint > address_max) return m.ok = false, m.code = errc::size_overflow, m;
+  if (m.footprint > size_max || m.addr + m.footprint > address_max)
+    return m.ok = false, m.code = errc::size_overflow, m;
   return m;
 }
 
@@ -105,7 +109,9 @@ void check_copy(FuzzedDataProvider& in, const arena& a, std::size_t elem_size) {
   // The source is its own operand, or the destination's shape a few bytes on (overlap, mostly).
   operand src = dst;
   if (in.ConsumeBool()) src = make_operand(in, a);
-  else src.addr = reinterpret_cast<const void*>(reinterpret_cast<std::uintptr_t>(dst.addr) + in.ConsumeIntegralInRange<int>(0, 3));
+  else
+    src.addr = reinterpret_cast<const void*>(reinterpret_cast<std::uintptr_t>(dst.addr) +
+                                             in.ConsumeIntegralInRange<int>(0, 3));
   const auto plan = detail::plan_copy(dst, src, elem_size, cudaMemcpyHostToHost, "copy");
 
   operand d = dst, s = src;
@@ -138,11 +144,13 @@ void check_copy(FuzzedDataProvider& in, const arena& a, std::size_t elem_size) {
 
   // Run it, and compare with the model's copy of the same arena.
   std::vector<unsigned char> expected(a.bytes.get(), a.bytes.get() + a.size);
-  const auto offset = [&](wide addr) { return static_cast<std::size_t>(addr - reinterpret_cast<std::uintptr_t>(a.bytes.get())); };
+  const auto offset = [&](wide addr) {
+    return static_cast<std::size_t>(addr - reinterpret_cast<std::uintptr_t>(a.bytes.get()));
+  };
   for (wide row = 0; row < md.rows; ++row)
     std::memcpy(expected.data() + offset(md.addr + row * md.pitch), a.bytes.get() + offset(ms.addr + row * ms.pitch),
                 static_cast<std::size_t>(md.row_bytes));
-  detail::host_transfer(*plan);
+  EXPECT(detail::run_sync(plan, "transfer fuzzer"));
   EXPECT(std::memcmp(expected.data(), a.bytes.get(), a.size) == 0);
 }
 
@@ -163,8 +171,9 @@ void check_fill(FuzzedDataProvider& in, const arena& a, std::size_t elem_size) {
   std::vector<unsigned char> expected(a.bytes.get(), a.bytes.get() + a.size);
   const std::size_t first = static_cast<std::size_t>(md.addr - reinterpret_cast<std::uintptr_t>(a.bytes.get()));
   for (wide row = 0; row < md.rows; ++row)
-    std::memset(expected.data() + first + static_cast<std::size_t>(row * md.pitch), value, static_cast<std::size_t>(md.row_bytes));
-  detail::host_transfer(*plan);
+    std::memset(expected.data() + first + static_cast<std::size_t>(row * md.pitch), value,
+                static_cast<std::size_t>(md.row_bytes));
+  EXPECT(detail::run_sync(plan, "transfer fuzzer"));
   EXPECT(std::memcmp(expected.data(), a.bytes.get(), a.size) == 0);
 }
 

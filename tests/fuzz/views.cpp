@@ -19,12 +19,12 @@
 namespace {
 using namespace cudamem;
 
-#define EXPECT(condition)                                                              \
-  do {                                                                                 \
-    if (!(condition)) {                                                                \
+#define EXPECT(condition)                                                                              \
+  do {                                                                                                 \
+    if (!(condition)) {                                                                                \
       std::fprintf(stderr, "views fuzzer: the model disagrees: %s (line %d)\n", #condition, __LINE__); \
-      std::abort();                                                                    \
-    }                                                                                  \
+      std::abort();                                                                                    \
+    }                                                                                                  \
   } while (0)
 
 constexpr std::size_t size_max = std::numeric_limits<std::size_t>::max();
@@ -36,7 +36,9 @@ std::size_t pick(FuzzedDataProvider& in, std::size_t size) {
     case 0: return in.ConsumeIntegralInRange<std::size_t>(0, size < size_max - 2 ? size + 2 : size_max);
     case 1: return size - std::min(size, in.ConsumeIntegralInRange<std::size_t>(0, 3));
     case 2: return size_max - in.ConsumeIntegralInRange<std::size_t>(0, 3);
-    case 3: return steppable_bytes / in.ConsumeIntegralInRange<std::size_t>(1, 16) + in.ConsumeIntegralInRange<std::size_t>(0, 2);
+    case 3:
+      return steppable_bytes / in.ConsumeIntegralInRange<std::size_t>(1, 16) +
+             in.ConsumeIntegralInRange<std::size_t>(0, 2);
     default: return in.ConsumeIntegral<std::size_t>();
   }
 }

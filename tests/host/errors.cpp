@@ -133,12 +133,14 @@ TEST_CASE("with_api replaces the api, whatever the length of the old one", "[err
     CHECK(outer.code() == errc::out_of_range);
   }
   const error cuda(cudaErrorInvalidValue, "inner", "cudaMemcpyAsync");
-  CHECK(std::string(cuda.with_api("outer").message()) == "outer: cudaMemcpyAsync: cudaErrorInvalidValue: invalid argument");
+  CHECK(std::string(cuda.with_api("outer").message()) ==
+        "outer: cudaMemcpyAsync: cudaErrorInvalidValue: invalid argument");
   CHECK(std::string(cuda.with_api("outer").call()) == "cudaMemcpyAsync");
   CHECK(cuda.with_api("outer").cuda_status() == cudaErrorInvalidValue);
   CHECK(std::string(cuda.with_api(nullptr).message()) == "cudaMemcpyAsync: cudaErrorInvalidValue: invalid argument");
   const error plain(cudaErrorInvalidValue, nullptr, "cudaMemcpyAsync");
-  CHECK(std::string(plain.with_api("copy").message()) == "copy: cudaMemcpyAsync: cudaErrorInvalidValue: invalid argument");
+  CHECK(std::string(plain.with_api("copy").message()) ==
+        "copy: cudaMemcpyAsync: cudaErrorInvalidValue: invalid argument");
 }
 
 TEST_CASE("the library's longest message fits whole", "[error]") {

@@ -8,16 +8,16 @@
 
 #include "catch.hpp"
 
+#include <sys/wait.h>
+#include <unistd.h>
 #include <concepts>
 #include <csignal>
-#include <initializer_list>
 #include <cstdio>
+#include <initializer_list>
 #include <memory>
 #include <stdexcept>
 #include <string>
-#include <sys/wait.h>
 #include <type_traits>
-#include <unistd.h>
 #include <utility>
 #include <vector>
 
@@ -350,10 +350,12 @@ TEST_CASE("value() aborts with the message on an error, in every build", "[resul
   // std::expected throws bad_expected_access; cudamem builds without exceptions, so it aborts.
   CHECK(aborts_with([] { (void)result<int>(failure).value(); },
                     "cudamem: result::value() called on an error: test: no value"));
-  CHECK(aborts_with([] {
-    const result<std::string> r = failure;
-    (void)r.value();
-  }, "result::value() called on an error"));
+  CHECK(aborts_with(
+      [] {
+        const result<std::string> r = failure;
+        (void)r.value();
+      },
+      "result::value() called on an error"));
   CHECK(aborts_with([] { status(failure).value(); }, "cudamem: status::value() called on an error: test: no value"));
   CHECK_FALSE(aborts_with([] { (void)result<int>(1).value(); }, "cudamem"));
 #ifndef NDEBUG
@@ -377,8 +379,7 @@ TEST_CASE("value_or and error_or", "[result][expected]") {
   CHECK(status(failure).error_or(other_failure) == failure);
 }
 
-TEST_CASE("and_then, transform, or_else and transform_error pass the result's value category",
-          "[result][expected]") {
+TEST_CASE("and_then, transform, or_else and transform_error pass the result's value category", "[result][expected]") {
   result<int> r = 1;
   const result<int>& c = r;
   CHECK(*r.and_then(category_result{}) == category::lvalue);
@@ -429,8 +430,8 @@ TEST_CASE("and_then, transform, or_else and transform_error pass the result's va
   STATIC_REQUIRE(std::is_same_v<decltype(relabelled), const result<int>>);
 
   // Move-only values move through the rvalue forms.
-  auto owned = result<std::unique_ptr<int>>(std::make_unique<int>(7)).and_then(
-      [](std::unique_ptr<int> p) -> result<std::unique_ptr<int>> { return p; });
+  auto owned = result<std::unique_ptr<int>>(std::make_unique<int>(7))
+                   .and_then([](std::unique_ptr<int> p) -> result<std::unique_ptr<int>> { return p; });
   CHECK(**owned == 7);
   auto kept = result<std::unique_ptr<int>>(std::make_unique<int>(8)).or_else([](error) {
     return result<std::unique_ptr<int>>(nullptr);
