@@ -29,9 +29,6 @@ constexpr operand operand_of(span<T, K> view) noexcept {
   return {view.data().get(), view.size(), 1, 0, view.device(), kind_id_of<K>};
 }
 
-template <class V>
-using view_of = decltype(std::declval<const std::remove_cvref_t<V>&>().view());
-
 /// An owner passed as an rvalue: it goes away at the end of the full expression.
 template <class V>
 concept temporary_owner = !std::is_lvalue_reference_v<V> && requires { requires std::remove_cvref_t<V>::owns_memory; };
@@ -59,56 +56,39 @@ constexpr void check_stream_ordered() {
 }
 
 template <class DstView, class SrcView>
-status copy_views(DstView dst, SrcView src, const char* api) noexcept {
+status copy_views(DstView dst, SrcView src, const stream_ref* s, const char* api) noexcept {
   check_copy_types<DstView, SrcView>();
-  return copy_sync(operand_of(dst), operand_of(src), sizeof(typename DstView::element_type),
-                   copy_direction<typename DstView::kind, typename SrcView::kind>, api);
-}
-template <class DstView, class SrcView>
-status copy_views(DstView dst, SrcView src, stream_ref s, const char* api) noexcept {
-  check_copy_types<DstView, SrcView>();
-  return copy_async(operand_of(dst), operand_of(src), sizeof(typename DstView::element_type),
-                    copy_direction<typename DstView::kind, typename SrcView::kind>, s, api);
+  constexpr auto direction = copy_direction<typename DstView::kind, typename SrcView::kind>;
+  constexpr std::size_t size = sizeof(typename DstView::element_type);
+  return s != nullptr ? copy_async(operand_of(dst), operand_of(src), size, direction, *s, api)
+                      : copy_sync(operand_of(dst), operand_of(src), size, direction, api);
 }
 
-// Which copies a named form takes: `copy` any, CuPy's named forms one side's kind.
-struct any_copy {
-  static constexpr const char* name = "copy";
-  template <class D, class S>
-  static constexpr bool allows = true;
-};
-struct from_device_copy {
-  static constexpr const char* name = "copy_from_device";
-  template <class D, class S>
-  static constexpr bool allows = std::is_same_v<S, device> || std::is_same_v<S, managed>;
-};
-struct from_host_copy {
-  static constexpr const char* name = "copy_from_host";
-  template <class D, class S>
-  static constexpr bool allows = S::host_accessible;
-};
-struct to_host_copy {
-  static constexpr const char* name = "copy_to_host";
-  template <class D, class S>
-  static constexpr bool allows = D::host_accessible;
-};
+// Which copies a named form takes: `copy` any; CuPy's names restrict one side's kind.
+enum class copy_rule { any, from_device, from_host, to_host };
+inline constexpr const char* copy_rule_name[] = {"copy", "copy_from_device", "copy_from_host", "copy_to_host"};
+template <copy_rule Rule, class Dst, class Src, class D = typename std::remove_cvref_t<Dst>::kind,
+          class S = typename std::remove_cvref_t<Src>::kind>
+concept copy_allowed = viewable<std::remove_cvref_t<Dst>> && viewable<std::remove_cvref_t<Src>> &&
+                       (Rule == copy_rule::any || (Rule == copy_rule::from_device && S::device_accessible &&
+                                                   !std::is_same_v<S, pinned>) ||
+                        (Rule == copy_rule::from_host && S::host_accessible) ||
+                        (Rule == copy_rule::to_host && D::host_accessible));
 
 // Function objects, not function templates, so that argument-dependent lookup never brings
 // std::copy or std::fill into an unqualified call (a std::byte span would).
-template <class Rule>
+template <copy_rule Rule>
 struct copy_fn {
   template <class Dst, class Src>
-    requires(viewable<std::remove_cvref_t<Dst>> && viewable<std::remove_cvref_t<Src>> &&
-             Rule::template allows<typename std::remove_cvref_t<Dst>::kind, typename std::remove_cvref_t<Src>::kind>)
+    requires copy_allowed<Rule, Dst, Src>
   [[nodiscard]] status operator()(Dst&& dst, Src&& src) const noexcept {
-    return copy_views(dst.view(), src.view(), Rule::name);
+    return copy_views(dst.view(), src.view(), nullptr, copy_rule_name[static_cast<int>(Rule)]);
   }
   template <class Dst, class Src>
-    requires(viewable<std::remove_cvref_t<Dst>> && viewable<std::remove_cvref_t<Src>> &&
-             Rule::template allows<typename std::remove_cvref_t<Dst>::kind, typename std::remove_cvref_t<Src>::kind>)
+    requires copy_allowed<Rule, Dst, Src>
   [[nodiscard]] status operator()(Dst&& dst, Src&& src, stream_ref s) const noexcept {
     check_stream_ordered<Dst, Src>();
-    return copy_views(dst.view(), src.view(), s, Rule::name);
+    return copy_views(dst.view(), src.view(), &s, copy_rule_name[static_cast<int>(Rule)]);
   }
 };
 
@@ -149,13 +129,13 @@ struct fill_bytes_fn {
 /// copy(dst, src, stream): ordered on `stream`; does not synchronize (CUDA itself makes pinned-to-
 /// pinned and pinned-to-pageable copies host-synchronous). Can be captured into a graph. Errors: as
 /// the synchronous form, invalid_argument for a moved-from stream, and no capture_active.
-inline constexpr detail::copy_fn<detail::any_copy> copy{};
+inline constexpr detail::copy_fn<detail::copy_rule::any> copy{};
 /// copy, for a device or managed `src` (CuPy: copy_from_device, copy_from_device_async).
-inline constexpr detail::copy_fn<detail::from_device_copy> copy_from_device{};
+inline constexpr detail::copy_fn<detail::copy_rule::from_device> copy_from_device{};
 /// copy, for a host-side `src`: host, pinned or managed (CuPy: copy_from_host, copy_from_host_async).
-inline constexpr detail::copy_fn<detail::from_host_copy> copy_from_host{};
+inline constexpr detail::copy_fn<detail::copy_rule::from_host> copy_from_host{};
 /// copy, for a host-side `dst`: host, pinned or managed (CuPy: copy_to_host, copy_to_host_async).
-inline constexpr detail::copy_fn<detail::to_host_copy> copy_to_host{};
+inline constexpr detail::copy_fn<detail::copy_rule::to_host> copy_to_host{};
 
 /// fill_bytes(dst, value): sets every byte of `dst` to `value` (memset) and waits for it.
 /// Synchronizes, as copy(dst, src); pageable host memory is set with memset, without CUDA.
