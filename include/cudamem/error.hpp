@@ -37,6 +37,14 @@
 #define CUDAMEM_DETAIL_EXCEPTIONS 0
 #endif
 
+// nvcc's front end warns (#2810-D) wherever a [[nodiscard]] class's user-provided move assignment
+// is used, so `r = make();` would break -Werror builds; there the functions carry the attribute.
+#if defined(__CUDACC__)
+#define CUDAMEM_DETAIL_NODISCARD_RESULT
+#else
+#define CUDAMEM_DETAIL_NODISCARD_RESULT [[nodiscard]]
+#endif
+
 namespace cudamem {
 
 /// Why an operation failed, portably: `cuda` or `nccl` when that library reported the error
@@ -532,7 +540,7 @@ class [[nodiscard]] result<void> {
 /// cudamem/interop/expected.hpp converts it to cuda::std::expected<T, error>. Why not
 /// cuda::std::expected itself: docs/decisions.md (compile time).
 template <class T>
-class [[nodiscard]] result {
+class CUDAMEM_DETAIL_NODISCARD_RESULT result {
   static_assert(std::is_object_v<T> && !std::is_array_v<T>, "result<T>: T must be a non-array object type");
   static_assert(!std::is_same_v<std::remove_cv_t<T>, cudamem::error> &&
                     !std::is_same_v<std::remove_cv_t<T>, unexpect_t> &&

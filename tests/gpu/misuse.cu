@@ -135,3 +135,16 @@ TEST_CASE("a failed release reaches the handler instead of throwing or aborting"
   CHECK(seen == cudaErrorHostMemoryNotRegistered);
   CHECK(cudaGetLastError() == cudaSuccess);
 }
+
+TEST_CASE("results are assigned without warnings in -Werror nvcc builds", "[misuse]") {
+  // nvcc warns about the move assignment of a [[nodiscard]] class; this file builds with -Werror.
+  result<int> r = 1;
+  result<int> q = error(errc::invalid_argument, "test", "failed");
+  q = std::move(r);
+  CHECK(*q == 1);
+  q = result<int>(2);
+  CHECK(*q == 2);
+  status s;
+  s = status(error(errc::invalid_argument, "test", "failed"));
+  CHECK_FALSE(s);
+}
