@@ -15,8 +15,8 @@
 #include <cudamem/cudamem.hpp>
 
 #include <algorithm>
-#include <chrono>
 #include <cerrno>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -70,9 +70,21 @@ std::size_t parse_size(const char* text) {
   unsigned shift = 0;
   switch (*end) {
     case '\0': break;
-    case 'K': case 'k': shift = 10; ++end; break;
-    case 'M': case 'm': shift = 20; ++end; break;
-    case 'G': case 'g': shift = 30; ++end; break;
+    case 'K':
+    case 'k':
+      shift = 10;
+      ++end;
+      break;
+    case 'M':
+    case 'm':
+      shift = 20;
+      ++end;
+      break;
+    case 'G':
+    case 'g':
+      shift = 30;
+      ++end;
+      break;
     default: usage_error("not a size", text);
   }
   if (*end != '\0' || value == 0 || value > (~0ull >> shift)) usage_error("not a size", text);
@@ -233,8 +245,8 @@ row host_cost(std::string name, const options& opt, cudamem::stream_ref s, RawCa
     check(s.synchronize(), "stream::synchronize");
     return seconds_between(start, stop) * 1e9 / opt.calls;
   };
-  auto [raw, lib] = interleaved(opt.warmups, opt.batches, [&] { return batch(raw_call); },
-                                [&] { return batch(lib_call); });
+  auto [raw, lib] =
+      interleaved(opt.warmups, opt.batches, [&] { return batch(raw_call); }, [&] { return batch(lib_call); });
   return {std::move(name), "ns/call", raw, lib, better::lower, 1.03};
 }
 
@@ -270,15 +282,16 @@ row synchronous_bandwidth(std::string name, std::string unit, std::size_t bytes,
 
 // Time per synchronous call: a batch of calls timed on the host, divided by the count.
 template <class RawCall, class LibCall>
-row sync_latency(std::string name, const options& opt, std::optional<double> target, RawCall raw_call, LibCall lib_call) {
+row sync_latency(std::string name, const options& opt, std::optional<double> target, RawCall raw_call,
+                 LibCall lib_call) {
   const int calls = std::max(1, opt.calls / 10);
   auto batch = [&](auto& call) {
     const auto start = wall_clock::now();
     for (int i = 0; i < calls; ++i) call();
     return seconds_between(start, wall_clock::now()) * 1e9 / calls;
   };
-  auto [raw, lib] = interleaved(opt.warmups, opt.batches, [&] { return batch(raw_call); },
-                                [&] { return batch(lib_call); });
+  auto [raw, lib] =
+      interleaved(opt.warmups, opt.batches, [&] { return batch(raw_call); }, [&] { return batch(lib_call); });
   return {std::move(name), "ns/call", raw, lib, better::lower, target};
 }
 
@@ -413,15 +426,18 @@ void host_cost_rows(std::vector<row>& rows, const options& opt, cudamem::stream_
       [=] { check(cudamem::copy(dst, src, s), "cudamem::copy"); }));
   rows.push_back(host_cost(
       "host cost: copy H2D 4 B (pinned)", opt, s,
-      [=] { check(cudaMemcpyAsync(raw_dst, raw_pinned, bytes, cudaMemcpyHostToDevice, raw_stream), "cudaMemcpyAsync"); },
+      [=] {
+        check(cudaMemcpyAsync(raw_dst, raw_pinned, bytes, cudaMemcpyHostToDevice, raw_stream), "cudaMemcpyAsync");
+      },
       [=] { check(cudamem::copy(dst, pinned_side, s), "cudamem::copy"); }));
   rows.push_back(host_cost(
       "host cost: copy D2H 4 B (pinned)", opt, s,
-      [=] { check(cudaMemcpyAsync(raw_pinned, raw_src, bytes, cudaMemcpyDeviceToHost, raw_stream), "cudaMemcpyAsync"); },
+      [=] {
+        check(cudaMemcpyAsync(raw_pinned, raw_src, bytes, cudaMemcpyDeviceToHost, raw_stream), "cudaMemcpyAsync");
+      },
       [=] { check(cudamem::copy(pinned_side, src, s), "cudamem::copy"); }));
   rows.push_back(host_cost(
-      "host cost: fill 4 B", opt, s,
-      [=] { check(cudaMemsetAsync(raw_dst, 0, bytes, raw_stream), "cudaMemsetAsync"); },
+      "host cost: fill 4 B", opt, s, [=] { check(cudaMemsetAsync(raw_dst, 0, bytes, raw_stream), "cudaMemsetAsync"); },
       [=] { check(cudamem::fill_bytes(dst, 0, s), "cudamem::fill_bytes"); }));
   check(s.synchronize(), "stream::synchronize");
 }
@@ -494,7 +510,6 @@ void bandwidth_rows(std::vector<row>& rows, const options& opt, cudamem::stream_
   expect_equal(raw_host_dst, raw_pageable, pn, "pageable H2D");
 }
 
-
 // d. Synchronous copies and fills: what a user writes without a stream, cudaMemcpy and cudaMemset,
 // against cudamem's synchronous forms, per 4-byte call and at full size. `returns_early`: the
 // direction in which cudaMemcpy may return before the bytes have landed, so the raw side also
@@ -514,11 +529,13 @@ void sync_copy_rows(std::vector<row>& rows, const options& opt, const std::strin
   if (returns_early)
     rows.push_back(sync_latency(
         "sync copy " + label + " 4 B, bare cudaMemcpy", opt, std::nullopt,
-        [=] { check(cudaMemcpy(to, from, 4, kind), "cudaMemcpy"); }, [=] { check(cudamem::copy(dst4, src4), "copy"); }));
-  rows.push_back(sync_latency("sync copy " + label + " 4 B", opt, 1.05, [=] { raw(4); },
-                              [=] { check(cudamem::copy(dst4, src4), "copy"); }));
-  rows.push_back(synchronous_bandwidth("sync copy " + label + " " + size_text(n), "GB/s", n, opt, [=] { raw(n); },
-                                       [=] { check(cudamem::copy(dst, src), "copy"); }, 0.99));
+        [=] { check(cudaMemcpy(to, from, 4, kind), "cudaMemcpy"); },
+        [=] { check(cudamem::copy(dst4, src4), "copy"); }));
+  rows.push_back(sync_latency(
+      "sync copy " + label + " 4 B", opt, 1.05, [=] { raw(4); }, [=] { check(cudamem::copy(dst4, src4), "copy"); }));
+  rows.push_back(synchronous_bandwidth(
+      "sync copy " + label + " " + size_text(n), "GB/s", n, opt, [=] { raw(n); },
+      [=] { check(cudamem::copy(dst, src), "copy"); }, 0.99));
 }
 
 void synchronous_rows(std::vector<row>& rows, const options& opt) {
@@ -554,11 +571,11 @@ void synchronous_rows(std::vector<row>& rows, const options& opt) {
     check(cudaMemset(raw_b, 0x33, bytes), "cudaMemset");
     check(cudaStreamSynchronize(cudaStreamLegacy), "cudaStreamSynchronize");
   };
-  rows.push_back(sync_latency("sync fill 4 B", opt, 1.05, [=] { raw_fill(4); },
-                              [=] { check(cudamem::fill_bytes(b4, 0x33), "fill_bytes"); }));
-  rows.push_back(synchronous_bandwidth("sync fill " + size_text(n), "GB/s (bytes written)", n, opt,
-                                       [=] { raw_fill(n); }, [=] { check(cudamem::fill_bytes(b, 0x33), "fill_bytes"); },
-                                       0.99));
+  rows.push_back(sync_latency(
+      "sync fill 4 B", opt, 1.05, [=] { raw_fill(4); }, [=] { check(cudamem::fill_bytes(b4, 0x33), "fill_bytes"); }));
+  rows.push_back(synchronous_bandwidth(
+      "sync fill " + size_text(n), "GB/s (bytes written)", n, opt, [=] { raw_fill(n); },
+      [=] { check(cudamem::fill_bytes(b, 0x33), "fill_bytes"); }, 0.99));
 }
 }  // namespace
 

@@ -81,7 +81,10 @@ class buffer {
 
   /// Takes over the memory of `other`, which is left empty.
   buffer(buffer&& other) noexcept
-      : data_(other.data_), size_(other.size_), device_(other.device_), stream_(other.stream_),
+      : data_(other.data_),
+        size_(other.size_),
+        device_(other.device_),
+        stream_(other.stream_),
         resource_(other.resource_) {
     other.forget();
   }
@@ -141,20 +144,32 @@ class buffer {
   /// Element `i`, host-side, for kinds the host may touch (device memory: does not compile);
   /// const for a const buffer. Checked by CUDAMEM_ASSERT in debug builds.
   template <class K_ = Kind>
-  T& operator[](std::size_t i) & noexcept { return host_side<K_>()[i]; }
+  T& operator[](std::size_t i) & noexcept {
+    return host_side<K_>()[i];
+  }
   template <class K_ = Kind>
-  const T& operator[](std::size_t i) const& noexcept { return host_side<K_>()[i]; }
+  const T& operator[](std::size_t i) const& noexcept {
+    return host_side<K_>()[i];
+  }
   ///@}
   ///@{
   /// The raw address of the first element, for range-for on the host. Device memory: does not compile.
   template <class K_ = Kind>
-  T* begin() & noexcept { return host_side<K_>().begin(); }
+  T* begin() & noexcept {
+    return host_side<K_>().begin();
+  }
   template <class K_ = Kind>
-  const T* begin() const& noexcept { return host_side<K_>().begin(); }
+  const T* begin() const& noexcept {
+    return host_side<K_>().begin();
+  }
   template <class K_ = Kind>
-  T* end() & noexcept { return host_side<K_>().end(); }
+  T* end() & noexcept {
+    return host_side<K_>().end();
+  }
   template <class K_ = Kind>
-  const T* end() const& noexcept { return host_side<K_>().end(); }
+  const T* end() const& noexcept {
+    return host_side<K_>().end();
+  }
   ///@}
 
   /// Gives up ownership: the caller frees the memory with resource().deallocate(stream(), p,
@@ -197,8 +212,9 @@ class buffer {
 
   template <class K_>
   span<T, Kind> host_side() const noexcept {
-    static_assert(K_::host_accessible, "cudamem: device memory cannot be read or written on the host; copy it into a "
-                                       "host or pinned buffer first (cudamem::copy), or use managed memory");
+    static_assert(K_::host_accessible,
+                  "cudamem: device memory cannot be read or written on the host; copy it into a "
+                  "host or pinned buffer first (cudamem::copy), or use managed memory");
     return span<T, Kind>(ptr<T, Kind>(data_, device_), size_);
   }
 

@@ -69,11 +69,10 @@ enum class copy_rule { any, from_device, from_host, to_host };
 inline constexpr const char* copy_rule_name[] = {"copy", "copy_from_device", "copy_from_host", "copy_to_host"};
 template <copy_rule Rule, class Dst, class Src, class D = typename std::remove_cvref_t<Dst>::kind,
           class S = typename std::remove_cvref_t<Src>::kind>
-concept copy_allowed = viewable<std::remove_cvref_t<Dst>> && viewable<std::remove_cvref_t<Src>> &&
-                       (Rule == copy_rule::any || (Rule == copy_rule::from_device && S::device_accessible &&
-                                                   !std::is_same_v<S, pinned>) ||
-                        (Rule == copy_rule::from_host && S::host_accessible) ||
-                        (Rule == copy_rule::to_host && D::host_accessible));
+concept copy_allowed =
+    viewable<std::remove_cvref_t<Dst>> && viewable<std::remove_cvref_t<Src>> &&
+    (Rule == copy_rule::any || (Rule == copy_rule::from_device && S::device_accessible && !std::is_same_v<S, pinned>) ||
+     (Rule == copy_rule::from_host && S::host_accessible) || (Rule == copy_rule::to_host && D::host_accessible));
 
 // Function objects, not function templates, so that argument-dependent lookup never brings
 // std::copy or std::fill into an unqualified call (a std::byte span would).
@@ -170,9 +169,10 @@ struct fill_fn {
     static_assert(View::kind::device_accessible,
                   "cudamem::fill: a kernel cannot write pageable host memory; use fill_bytes, or a pinned_buffer");
     static_assert(!std::is_const_v<typename View::element_type>, "cudamem::fill: a view of const elements");
-    static_assert(requires { T{std::declval<const V&>()}; },
-                  "cudamem::fill: the value converts to the element type only by narrowing; pass a value of the "
-                  "element type (3.0f for float, int(x) for int)");
+    static_assert(
+        requires { T{std::declval<const V&>()}; },
+        "cudamem::fill: the value converts to the element type only by narrowing; pass a value of the "
+        "element type (3.0f for float, int(x) for int)");
     check_stream_ordered<Dst>();
     constexpr const char* api = "fill";
     if (!s.valid()) return error(errc::invalid_argument, api, "the stream was moved from");

@@ -5,13 +5,13 @@
 /// \namespace cudamem
 /// Typed, kind-checked CUDA memory. Everything public lives here; `cudamem::detail` is internal.
 
-#include <cudamem/error.hpp>
-#include <cudamem/kind.hpp>
-#include <cudamem/device.hpp>
-#include <cudamem/stream.hpp>
-#include <cudamem/ptr.hpp>
-#include <cudamem/span.hpp>
-#include <cudamem/resource.hpp>
 #include <cudamem/buffer.hpp>
 #include <cudamem/copy.hpp>
+#include <cudamem/device.hpp>
+#include <cudamem/error.hpp>
 #include <cudamem/host_register.hpp>
+#include <cudamem/kind.hpp>
+#include <cudamem/ptr.hpp>
+#include <cudamem/resource.hpp>
+#include <cudamem/span.hpp>
+#include <cudamem/stream.hpp>

@@ -180,11 +180,12 @@ class resource_ref {
     void (*deallocate)(void*, stream_ref, void*, std::size_t, std::size_t) noexcept;
   };
   template <class R>
-  static constexpr operations ops_for{
-      [](void* r, stream_ref s, std::size_t n, std::size_t a) noexcept { return static_cast<R*>(r)->allocate(s, n, a); },
-      [](void* r, stream_ref s, void* p, std::size_t n, std::size_t a) noexcept {
-        static_cast<R*>(r)->deallocate(s, p, n, a);
-      }};
+  static constexpr operations ops_for{[](void* r, stream_ref s, std::size_t n, std::size_t a) noexcept {
+                                        return static_cast<R*>(r)->allocate(s, n, a);
+                                      },
+                                      [](void* r, stream_ref s, void* p, std::size_t n, std::size_t a) noexcept {
+                                        static_cast<R*>(r)->deallocate(s, p, n, a);
+                                      }};
 
   void* object_;
   const operations* ops_;

@@ -33,7 +33,8 @@ void end_and_replay(const stream& s) {
 }  // namespace
 
 TEST_CASE("synchronous work beside another stream's capture completes and leaves the capture intact", "[graph]") {
-  const auto mode = GENERATE(cudaStreamCaptureModeGlobal, cudaStreamCaptureModeThreadLocal, cudaStreamCaptureModeRelaxed);
+  const auto mode =
+      GENERATE(cudaStreamCaptureModeGlobal, cudaStreamCaptureModeThreadLocal, cudaStreamCaptureModeRelaxed);
   const bool other_thread = GENERATE(false, true);
   INFO(name_of(mode) << " capture, synchronous calls from the " << (other_thread ? "other" : "capturing") << " thread");
   auto s = take(stream::create());  // non-blocking: the legacy stream does not join its capture
@@ -73,7 +74,8 @@ TEST_CASE("synchronous work beside another stream's capture completes and leaves
 }
 
 TEST_CASE("synchronous work that a blocking stream's capture would absorb is refused before writing", "[graph]") {
-  const auto mode = GENERATE(cudaStreamCaptureModeGlobal, cudaStreamCaptureModeThreadLocal, cudaStreamCaptureModeRelaxed);
+  const auto mode =
+      GENERATE(cudaStreamCaptureModeGlobal, cudaStreamCaptureModeThreadLocal, cudaStreamCaptureModeRelaxed);
   INFO(name_of(mode) << " capture");
   auto s = take(stream::create(stream_options{.non_blocking = false}));
   auto dst = take(device_buffer<int>::allocate(64));
@@ -95,7 +97,8 @@ TEST_CASE("synchronous work that a blocking stream's capture would absorb is ref
 }
 
 TEST_CASE("stream-ordered allocation, typed fill and copies are captured into a graph", "[graph]") {
-  const auto mode = GENERATE(cudaStreamCaptureModeGlobal, cudaStreamCaptureModeThreadLocal, cudaStreamCaptureModeRelaxed);
+  const auto mode =
+      GENERATE(cudaStreamCaptureModeGlobal, cudaStreamCaptureModeThreadLocal, cudaStreamCaptureModeRelaxed);
   INFO(name_of(mode) << " capture");
   auto s = take(stream::create());
   auto out = take(pinned_buffer<int>::allocate(1000));

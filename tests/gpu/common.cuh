@@ -15,9 +15,9 @@
 namespace test {
 
 /// Fails the test with the library's message when `outcome` holds an error.
-#define REQUIRE_OK(...)                                                              \
-  do {                                                                               \
-    const auto& cudamem_test_outcome = (__VA_ARGS__);                                \
+#define REQUIRE_OK(...)                                                                              \
+  do {                                                                                               \
+    const auto& cudamem_test_outcome = (__VA_ARGS__);                                                \
     if (!cudamem_test_outcome) FAIL(#__VA_ARGS__ << ": " << cudamem_test_outcome.error().message()); \
   } while (0)
 
@@ -31,7 +31,8 @@ T take(cudamem::result<T>&& outcome) {
 /// A seed that differs from run to run (the data is fresh), reported on failure.
 inline std::uint64_t fresh_seed() {
   static std::uint64_t counter = 0;
-  return static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count()) * 0x9E3779B97F4A7C15ull +
+  return static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count()) *
+             0x9E3779B97F4A7C15ull +
          ++counter;
 }
 
@@ -82,11 +83,11 @@ __global__ void delay_then_write(cudamem::device_span<T> out, T value, unsigned 
   if (threadIdx.x == 0) {
     const unsigned long long start = clock64();
     // clock64 counts cycles; assume >= 1 GHz so that this waits at least `ns`.
-    while (static_cast<unsigned long long>(clock64()) - start < ns) {
-    }
+    while (static_cast<unsigned long long>(clock64()) - start < ns) {}
   }
   __syncthreads();
-  for (std::size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < out.size(); i += gridDim.x * blockDim.x) out[i] = value;
+  for (std::size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < out.size(); i += gridDim.x * blockDim.x)
+    out[i] = value;
 }
 
 }  // namespace test

@@ -41,8 +41,7 @@ static_assert(memory_resource_for<recording_resource, device>);
 template <class T, class K>
 __global__ void delay_then_fill(span<T, K> out, T value, unsigned long long cycles) {
   const unsigned long long start = clock64();
-  while (static_cast<unsigned long long>(clock64()) - start < cycles) {
-  }
+  while (static_cast<unsigned long long>(clock64()) - start < cycles) {}
   for (std::size_t i = threadIdx.x; i < out.size(); i += blockDim.x) out[i] = value;
 }
 }  // namespace test

@@ -8,9 +8,7 @@ using namespace cudamem;
 using test::take;
 
 namespace {
-bool starts_with(const error& e, const std::string& prefix) {
-  return std::string(e.message()).rfind(prefix, 0) == 0;
-}
+bool starts_with(const error& e, const std::string& prefix) { return std::string(e.message()).rfind(prefix, 0) == 0; }
 }  // namespace
 
 TEST_CASE("copies with differing extents write nothing", "[misuse]") {

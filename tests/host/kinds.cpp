@@ -1,8 +1,8 @@
 // Kinds: the traits table, the copy-direction table and the conversions it allows.
+#include <cudamem/buffer.hpp>
 #include <cudamem/kind.hpp>
 #include <cudamem/ptr.hpp>
 #include <cudamem/span.hpp>
-#include <cudamem/buffer.hpp>
 
 #include "catch.hpp"
 

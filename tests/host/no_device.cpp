@@ -53,7 +53,8 @@ TEST_CASE("allocations fail cleanly", "[no_device]") {
 
 TEST_CASE("copies and fills fail cleanly and write nothing", "[no_device]") {
   std::vector<std::uint8_t> host_side(64, 0xab);
-  const auto fake = device_span<std::uint8_t>(device_ptr<std::uint8_t>(reinterpret_cast<std::uint8_t*>(std::uintptr_t{0x7f0000000000}), device_id(0)), 64);
+  const auto fake = device_span<std::uint8_t>(
+      device_ptr<std::uint8_t>(reinterpret_cast<std::uint8_t*>(std::uintptr_t{0x7f0000000000}), device_id(0)), 64);
 
   require_cuda_error(copy(span(host_side), fake), "");
   require_cuda_error(copy(fake, span(host_side)), "");

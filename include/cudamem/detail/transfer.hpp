@@ -43,7 +43,8 @@ struct region {
 
 /// Checks one operand: sizes fit std::size_t and the address space, not null with elements, rows
 /// within the pitch. `role` ("dst", "src") names it in the message.
-inline result<region> check_operand(const operand& o, std::size_t elem_size, const char* role, const char* api) noexcept {
+inline result<region> check_operand(const operand& o, std::size_t elem_size, const char* role,
+                                    const char* api) noexcept {
   auto row_bytes = bytes_of(o.width, elem_size, api);
   if (!row_bytes) return row_bytes.error();
   region r{const_cast<void*>(o.addr), *row_bytes, o.height, o.height > 1 ? o.pitch : *row_bytes, 0, o.device, o.kind};
@@ -132,7 +133,8 @@ inline result<plan> plan_copy(operand dst, operand src, std::size_t elem_size, c
 }
 
 /// Checks a fill of every byte of `dst` with `value`.
-inline result<plan> plan_fill(const operand& dst, std::size_t elem_size, unsigned char value, const char* api) noexcept {
+inline result<plan> plan_fill(const operand& dst, std::size_t elem_size, unsigned char value,
+                              const char* api) noexcept {
   auto d = check_operand(dst, elem_size, "dst", api);
   if (!d) return d.error();
   plan p{*d, {}, cudaMemcpyDefault, true, value};
@@ -146,13 +148,15 @@ inline status enqueue(const plan& p, cudaStream_t stream, const char* api) noexc
   const region& d = p.dst;
   const region& s = p.src;
   const bool flat = d.contiguous() && (p.fill || s.contiguous());
-  if (p.fill && flat) return check(cudaMemsetAsync(d.addr, p.value, d.row_bytes * d.rows, stream), api, "cudaMemsetAsync");
+  if (p.fill && flat)
+    return check(cudaMemsetAsync(d.addr, p.value, d.row_bytes * d.rows, stream), api, "cudaMemsetAsync");
   if (p.fill)
     return check(cudaMemset2DAsync(d.addr, d.pitch, p.value, d.row_bytes, d.rows, stream), api, "cudaMemset2DAsync");
   if (flat && p.peer())
     return check(cudaMemcpyPeerAsync(d.addr, d.device.get(), s.addr, s.device.get(), d.row_bytes * d.rows, stream), api,
                  "cudaMemcpyPeerAsync");
-  if (flat) return check(cudaMemcpyAsync(d.addr, s.addr, d.row_bytes * d.rows, p.direction, stream), api, "cudaMemcpyAsync");
+  if (flat)
+    return check(cudaMemcpyAsync(d.addr, s.addr, d.row_bytes * d.rows, p.direction, stream), api, "cudaMemcpyAsync");
   if (p.peer()) {
     cudaMemcpy3DPeerParms parms{};
     parms.dstPtr = {d.addr, d.pitch, d.row_bytes, d.rows};
