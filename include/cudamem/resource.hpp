@@ -45,32 +45,49 @@ inline status check_cuda_alignment(std::size_t alignment, const char* api) noexc
   return {};
 }
 
-/// The synchronous CUDA allocators: the alignment check, then one call in relaxed capture mode (an
-/// allocation is not part of anyone's capture).
-template <class Call>
-result<void*> cuda_allocate(std::size_t alignment, const char* cuda_call, Call&& call) noexcept {
-  if (auto ok = check_cuda_alignment(alignment, cuda_call); !ok) return ok.error();
-  relaxed_capture_scope relaxed;
-  void* raw = nullptr;
-  if (auto ok = check(call(&raw), nullptr, cuda_call); !ok) return ok.error();
-  return raw;
-}
+/// The synchronous CUDA allocators, told apart by their two calls (`Calls`): the alignment check,
+/// then the call in relaxed capture mode (an allocation is not part of anyone's capture). The
+/// stream is not used.
+template <memory_kind K, class Calls>
+struct cuda_resource {
+  using kind = K;  ///< the kind it serves
+  /// Allocates `bytes` on the current device.
+  [[nodiscard]] result<void*> allocate(stream_ref, std::size_t bytes, std::size_t alignment) noexcept {
+    if (auto ok = check_cuda_alignment(alignment, Calls::allocate_name); !ok) return ok.error();
+    relaxed_capture_scope relaxed;
+    void* raw = nullptr;
+    if (auto ok = check(Calls::allocate(&raw, bytes), nullptr, Calls::allocate_name); !ok) return ok.error();
+    return raw;
+  }
+  /// Frees; a failure goes to the release handler.
+  void deallocate(stream_ref, void* p, std::size_t, std::size_t) noexcept {
+    relaxed_capture_scope relaxed;
+    check_release(Calls::free(p), Calls::free_name);
+  }
+};
+
+struct malloc_calls {
+  static constexpr const char *allocate_name = "cudaMalloc", *free_name = "cudaFree";
+  static cudaError_t allocate(void** p, std::size_t bytes) noexcept { return cudaMalloc(p, bytes); }
+  static cudaError_t free(void* p) noexcept { return cudaFree(p); }
+};
+struct host_alloc_calls {
+  static constexpr const char *allocate_name = "cudaMallocHost", *free_name = "cudaFreeHost";
+  static cudaError_t allocate(void** p, std::size_t bytes) noexcept { return cudaMallocHost(p, bytes); }
+  static cudaError_t free(void* p) noexcept { return cudaFreeHost(p); }
+};
+struct managed_calls {
+  static constexpr const char *allocate_name = "cudaMallocManaged", *free_name = "cudaFree";
+  static cudaError_t allocate(void** p, std::size_t bytes) noexcept {
+    return cudaMallocManaged(p, bytes, cudaMemAttachGlobal);
+  }
+  static cudaError_t free(void* p) noexcept { return cudaFree(p); }
+};
 }  // namespace detail
 
 /// cudaMalloc on the current device: usable on every stream at once. Synchronous; cudaFree
 /// synchronizes the device.
-struct device_malloc_resource {
-  using kind = device;  ///< the kind it serves
-  /// Allocates (see the struct).
-  [[nodiscard]] result<void*> allocate(stream_ref, std::size_t bytes, std::size_t alignment) noexcept {
-    return detail::cuda_allocate(alignment, "cudaMalloc", [bytes](void** p) { return cudaMalloc(p, bytes); });
-  }
-  /// Frees; a failure goes to the release handler.
-  void deallocate(stream_ref, void* p, std::size_t, std::size_t) noexcept {
-    detail::relaxed_capture_scope relaxed;
-    detail::check_release(cudaFree(p), "cudaFree");
-  }
-};
+using device_malloc_resource = detail::cuda_resource<device, detail::malloc_calls>;
 static_assert(memory_resource_for<device_malloc_resource, device>);
 
 /// cudaMallocAsync from the pool of the stream's device, ordered on the stream; cudaFreeAsync on the
@@ -99,34 +116,11 @@ struct device_pool_resource {
 static_assert(memory_resource_for<device_pool_resource, device>);
 
 /// cudaMallocHost: page-locked, mapped for every device. Synchronous.
-struct pinned_resource {
-  using kind = pinned;  ///< the kind it serves
-  /// Allocates (see the struct).
-  [[nodiscard]] result<void*> allocate(stream_ref, std::size_t bytes, std::size_t alignment) noexcept {
-    return detail::cuda_allocate(alignment, "cudaMallocHost", [bytes](void** p) { return cudaMallocHost(p, bytes); });
-  }
-  /// Frees; a failure goes to the release handler.
-  void deallocate(stream_ref, void* p, std::size_t, std::size_t) noexcept {
-    detail::relaxed_capture_scope relaxed;
-    detail::check_release(cudaFreeHost(p), "cudaFreeHost");
-  }
-};
+using pinned_resource = detail::cuda_resource<pinned, detail::host_alloc_calls>;
 static_assert(memory_resource_for<pinned_resource, pinned>);
 
 /// cudaMallocManaged (attached globally) on the current device. Synchronous.
-struct managed_resource {
-  using kind = managed;  ///< the kind it serves
-  /// Allocates (see the struct).
-  [[nodiscard]] result<void*> allocate(stream_ref, std::size_t bytes, std::size_t alignment) noexcept {
-    return detail::cuda_allocate(alignment, "cudaMallocManaged",
-                                 [bytes](void** p) { return cudaMallocManaged(p, bytes, cudaMemAttachGlobal); });
-  }
-  /// Frees; a failure goes to the release handler.
-  void deallocate(stream_ref, void* p, std::size_t, std::size_t) noexcept {
-    detail::relaxed_capture_scope relaxed;
-    detail::check_release(cudaFree(p), "cudaFree");
-  }
-};
+using managed_resource = detail::cuda_resource<managed, detail::managed_calls>;
 static_assert(memory_resource_for<managed_resource, managed>);
 
 /// Aligned operator new: at least 64 bytes (a cache line), more when asked. Needs no device.
