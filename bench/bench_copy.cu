@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // bench_copy: cudamem's copies and fills against the raw CUDA runtime calls, measured in the same
 // run on the same stream and the same memory. Prints a table (and JSON with --json FILE):
 //   host cost  time to enqueue a 4-byte stream-ordered copy or fill, ns per call (lower is better)

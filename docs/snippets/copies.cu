@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Copies and fills (docs/copies.md).
 #include <cudamem/cudamem.hpp>
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // CuPy's MemoryPointer operations, typed (docs/cupy-mapping.md).
 #include <cudamem/cudamem.hpp>
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Errors and results (docs/errors.md). Plain C++: compiled by g++, linked with cudart.
 #include <cudamem/cudamem.hpp>
 

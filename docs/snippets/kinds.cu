@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Memory kinds (docs/kinds.md): what compiles. What does not is in tests/compile_fail/.
 #include <cudamem/cudamem.hpp>
 

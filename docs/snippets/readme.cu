@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The README's taste of the API, compiled by CI so that it stays true.
 #include <cstdio>
 #include <vector>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Streams, events and devices (docs/streams.md).
 #include <cudamem/cudamem.hpp>
 
@@ -21,6 +22,7 @@ status produce_then_consume(device_span<int> data, device_span<int> copy_of_data
   if (!produced) return produced.error();
 
   produce<<<64, 256, 0, producer->get()>>>(data);
+  CUDAMEM_TRY(check_launch("produce"));
   CUDAMEM_TRY(produced->record(*producer));
   CUDAMEM_TRY(consumer->wait(*produced));  // consumer runs after the kernel
   CUDAMEM_TRY(copy(copy_of_data, data, *consumer));
@@ -33,6 +35,7 @@ status results_to_host(device_span<int> results, std::vector<int>& out) {
   auto s = stream::create();  // non-blocking: the legacy default stream does not wait for it
   if (!s) return s.error();
   produce<<<64, 256, 0, s->get()>>>(results);
+  CUDAMEM_TRY(check_launch("produce"));
   // A synchronous copy runs on the legacy default stream, so it would not wait for the kernel on
   // `s`: finish the stream first (or copy on `s` into page-locked memory).
   CUDAMEM_TRY(s->synchronize());

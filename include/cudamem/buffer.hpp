@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /// \file
 /// `buffer<T, Kind>`: owning memory of one kind; move-only, deep-const, freed through the resource
 /// it came from, with its device current, in its stream's order.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /// \file
 /// Copies and fills of views and buffers, synchronous and stream-ordered; a typed fill in nvcc builds.
 ///

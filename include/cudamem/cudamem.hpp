@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /// \file
 /// The umbrella header: every public header but those in interop/.
 #pragma once

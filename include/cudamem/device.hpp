@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /// \file
 /// Devices: ids, the current device, an RAII guard, and the few cached properties the library needs.
 ///

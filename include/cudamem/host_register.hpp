@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /// \file
 /// RAII page-locking of existing pageable host memory (cudaHostRegister).
 ///

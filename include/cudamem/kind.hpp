@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /// \file
 /// Memory kinds as types, their traits, and the copy rules between them, in one place.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /// \file
 /// `ptr<T, Kind>`: a typed address that knows its memory kind and device.
 #pragma once

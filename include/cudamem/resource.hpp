@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /// \file
 /// Memory resources: where a buffer's memory comes from and goes back to. One resource per kind,
 /// with the stream-first interface that CCCL's cuda::mr and RMM settled on, and `resource_ref<K>`,

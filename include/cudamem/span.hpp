@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /// \file
 /// `span<T, Kind>`: a typed pointer and a count, the 1D view passed to copies and kernels.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /// \file
 /// Streams and events on a device: owning `stream`, `event` (move-only; an lvalue converts to its ref) and
 /// non-owning, trivially copyable `stream_ref`, `event_ref`.

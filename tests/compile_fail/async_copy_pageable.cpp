@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Must not compile: a stream-ordered copy whose host side is pageable (a std::vector). The copy
 // would return before the bytes were read, and CUDA silently makes pageable copies synchronous.
 // Fix: stage through a pinned_buffer (or page-lock the vector with host_register), or call the

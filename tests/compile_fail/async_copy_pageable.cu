@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Must not compile (nvcc): the member form of a stream-ordered copy from pageable host memory.
 // Fix: page-lock the memory for the duration with host_register (or use a pinned_buffer), or
 // call the synchronous copy_from without a stream.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Must not compile: a stream-ordered fill of pageable host memory.
 // Fix: allocate the memory as a pinned_buffer (or page-lock it with host_register), or call the
 // synchronous fill_bytes without a stream.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Must not compile: a buffer of a type whose bytes cannot be copied without its constructors.
 // Fix: store a trivially copyable type (a plain struct, fixed-size arrays of values).
 #include <cudamem/cudamem.hpp>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Must not compile: a copy between views of different element types (no conversion happens).
 // Fix: copy between spans of one type, and convert in a kernel; or view both sides as std::byte
 // to copy raw bytes.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Must not compile: a copy into a view of const elements.
 // Fix: copy into a mutable view (a span<T> or the buffer itself); span<const T> is for sources.
 #include <cudamem/cudamem.hpp>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Must not compile (nvcc): a kernel writing pageable host memory, which the device cannot reach.
 // Fix: pass the kernel device memory, or page-locked host memory (pinned_span: mapped, zero-copy).
 #include <cudamem/cudamem.hpp>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Must not compile: an event_ref to a temporary event, which is destroyed at the end of the
 // statement, so the reference would dangle.
 // Fix: keep the event in a variable for as long as streams wait for it.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Must not compile: writing through a const buffer. Owners are deep-const: a const buffer gives
 // only const views, so fills and copies into it are refused. Fix: write through a non-const buffer.
 #include <cudamem/cudamem.hpp>

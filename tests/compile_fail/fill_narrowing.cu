@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Must not compile: a typed fill whose value converts to the element type only by narrowing
 // (3.7 into int would store 3). Fix: pass a value of the element type.
 #include <cudamem/cudamem.hpp>

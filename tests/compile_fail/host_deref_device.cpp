@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Must not compile (g++): reading device memory on the host, through a span and through a ptr.
 // Fix: copy it into host-accessible memory (a host or pinned buffer) first, or use managed memory.
 #include <cudamem/cudamem.hpp>

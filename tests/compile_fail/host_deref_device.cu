@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Must not compile (nvcc): reading device memory in a __host__ function. The device-only
 // accessors are __device__, so nvcc refuses the call from the host side.
 // Fix: read it in a kernel, or copy it into host-accessible memory first.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Must not compile: a view of a temporary registration. The registration ends (the memory is
 // unregistered) at the end of the statement, so the pinned view would claim page-locked memory that
 // is not.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Must not compile: a view of a temporary buffer, which is freed at the end of the statement and
 // leaves the view dangling. Fix: keep the buffer, then view it.
 #include <cudamem/cudamem.hpp>

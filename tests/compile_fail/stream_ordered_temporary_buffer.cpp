@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Must not compile: a stream-ordered copy from a temporary buffer. The buffer is freed at the end of
 // the statement while the copy is still queued on the stream. Fix: keep the buffer in a variable
 // until the stream is done with it.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Must not compile: a stream-ordered copy from a temporary host registration. The memory is
 // unregistered at the end of the statement while the copy is still queued. Fix: keep the
 // registration in a variable until the stream is done with it.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Must not compile: an integer (or null) where a stream is expected; 0 is not "the default stream".
 // Fix: name the stream: cudamem::stream_ref::legacy(), stream_ref::per_thread(), or a stream.
 #include <cudamem/stream.hpp>

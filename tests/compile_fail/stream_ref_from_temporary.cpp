@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Must not compile: a stream_ref to a temporary stream, which is destroyed at the end of the
 // statement, so the reference would dangle.
 // Fix: keep the stream in a variable for as long as work uses it, and take its ref() there.

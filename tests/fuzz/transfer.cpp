@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // libFuzzer harness: the checks of the transfer engine (detail/transfer.hpp) against a model
 // written out here, in 128-bit arithmetic. Operands are 1D or 2D (width, height, pitch) over one
 // heap arena, so that they may overlap, be null, have a pitch shorter than a row, or, with made-up

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // libFuzzer harness: the host-side arithmetic of views against a model written out here. span's
 // subspan (both forms), first, last and subspan_unchecked, as_bytes and as_writable_bytes, and ptr
 // arithmetic and comparison. Slices of a real heap allocation are read and written in full, so a

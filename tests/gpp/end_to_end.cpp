@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // A plain g++ program (no nvcc) that drives the GPU end to end through cudamem, built with
 // -fno-exceptions. Exits 77 when there is no device, 1 on any failure.
 #include <cudamem/cudamem.hpp>

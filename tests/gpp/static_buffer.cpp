@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // A buffer with static storage duration is destroyed after main returns, possibly after the CUDA
 // runtime has begun to unload. That teardown is not a failure: nothing may be reported.
 // CTest fails this test when the output says "release failed".

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Graph capture: every stream-ordered copy, fill and allocation can be captured, and a synchronous
 // operation during a capture (any mode, any thread) either completes without disturbing it or is
 // refused before anything is written.

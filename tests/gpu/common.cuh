@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Helpers shared by the GPU tests: fresh random data, poisoned destinations, reading any kind back.
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Round trips through every legal pair of kinds, fills, and cross-device copies.
 #include "common.cuh"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The transfer engine on real memory: 2D copies and fills in every direction, the typed fill's
 // device rule, where buffers are freed, and ordering across two devices.
 #include "common.cuh"

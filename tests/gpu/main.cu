@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Test runner for GPU tests: exits 77 (CTest: skipped) when the devices the tests need are absent.
 #define CATCH_CONFIG_RUNNER
 #include "catch.hpp"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Buffers of every kind, where their memory lives, who may touch it, and that it is freed.
 #include "common.cuh"
 

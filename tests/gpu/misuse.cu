@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The bad inputs a user will try: each returns an error naming the call and the problem, and
 // changes nothing.
 #include "common.cuh"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Built with --default-stream=per-thread. The synchronous forms must still be ordered after work
 // on blocking streams, as they are on the legacy default stream: plain cudaMemcpy would run on the
 // per-thread stream here, which does not wait for other blocking streams.

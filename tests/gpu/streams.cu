@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Streams, events, device guards, ordering across streams, and graph capture.
 #include "common.cuh"
 

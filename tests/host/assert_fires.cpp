@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // In a debug build (no NDEBUG) an out-of-range index is caught by CUDAMEM_ASSERT, which names the
 // condition and aborts. CTest passes this test when the message appears.
 #undef NDEBUG

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Errors and results: formatting, domains, stickiness, the result interface, the release handler.
 #include <cudamem/error.hpp>
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // result<T> and status against the documented behaviour of std::expected<T, E> and
 // std::expected<void, E> ([expected.object], [expected.void]), member by member, so that result stays
 // a subset that code written for std::expected compiles against. What must and must not compile is

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Kinds: the traits table, the copy-direction table and the conversions it allows.
 #include <cudamem/buffer.hpp>
 #include <cudamem/kind.hpp>

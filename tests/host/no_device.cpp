@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // With no device (CI has no driver; on a GPU machine CTest hides the devices), every factory and
 // operation that needs CUDA returns an error naming the call, and nothing crashes or is written.
 #include <cudamem/cudamem.hpp>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Streams, events, devices and host registration: the parts that need no device.
 #include <cudamem/detail/unique_handle.hpp>
 #include <cudamem/device.hpp>

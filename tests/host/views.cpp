@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Pointers, spans, host buffers, and every check a copy makes before CUDA is called. None of this
 // needs a device: the device addresses below are never dereferenced.
 #include <cudamem/cudamem.hpp>

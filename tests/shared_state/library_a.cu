@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // One side of the shared-state test, compiled by nvcc with hidden visibility.
 #include "shared.hpp"
 

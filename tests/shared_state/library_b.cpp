@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The other side of the shared-state test, compiled by g++ with hidden visibility.
 #include "shared.hpp"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Drives the shared-state test: a handler installed through one library must receive the failures
 // reported through the other, and through this program; a state written by one must be read by the
 // other. Exits 0 when it holds, else says what was not shared.

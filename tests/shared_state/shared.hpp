@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // What the two libraries of the shared-state test export, and a process-wide state of the test's
 // own, made with the same helper as the library's registries.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Uses the generated single header alone, with no include/ on the path. Needs no device: host
 // buffers, spans, slicing and synchronous host-to-host copies never reach the driver.
 #include <cudamem/cudamem.hpp>

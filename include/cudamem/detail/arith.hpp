@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // cudamem: overflow-checked size arithmetic shared by views, buffers and the transfer engine.
 // Internal: include a public header instead.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // cudamem: keeping the library's own calls out of the user's stream captures. Internal.
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // cudamem: configuration shared by every header. Internal: include a public header instead.
 #pragma once
 

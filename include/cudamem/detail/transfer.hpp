@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // cudamem: the untyped transfer engine behind every copy and fill, 1D and 2D. An operand is rows:
 // an address, a width in elements, a height, a pitch in bytes, a device and a kind (a 1D view is one
 // row). The checks, the home device, the capture rule and the one CUDA call are written here once;

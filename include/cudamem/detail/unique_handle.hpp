@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // cudamem: the move-only ownership every RAII type of the library shares. Internal: include a public header instead.
 #pragma once
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /// \file
 /// Conversions between `result<T>` and `cuda::std::expected<T, error>`, for code built around CCCL.
 /// Optional: it costs the compile time of <cuda/std/expected>, which the core headers avoid.
