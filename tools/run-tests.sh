@@ -9,7 +9,8 @@
 #
 # What it needs: CMake >= 3.25, a C++20 host compiler, the CUDA toolkit (nvcc: $CUDACXX, else
 # nvcc on PATH, else /usr/local/cuda/bin/nvcc), Python 3 and Catch2 (3, or 2.13). Optional:
-# doxygen (api_docs test), clang-format-19 (format test), Conan 2 (Conan package test); their
+# doxygen (api_docs test), clang-format-19 (format test), clang with libFuzzer (fuzz tests), Conan 2
+# (Conan package test); their
 # tests report "skipped" without them.
 # On Debian 12 it installs what is missing with apt-get, after saying what (and asking, when run
 # from a terminal), and Conan into a virtual environment in the build directory.
@@ -75,6 +76,14 @@ command -v doxygen >/dev/null 2>&1 || missing_optional+=("doxygen (api_docs test
 if ! tools/format.sh --check /dev/null >/dev/null 2>&1; then
   missing_optional+=("clang-format 19 (format test)|clang-format-19")
 fi
+# The fuzz tests: a clang that links libFuzzer (Debian 12: clang-14 with its runtime library).
+fuzz_probe=$(mktemp -d)
+echo 'extern "C" int LLVMFuzzerTestOneInput(const unsigned char*, unsigned long) { return 0; }' >"$fuzz_probe/f.cpp"
+fuzz_cxx=$(command -v clang++ || command -v clang++-14 || true)
+if [ -z "$fuzz_cxx" ] || ! "$fuzz_cxx" -fsanitize=fuzzer "$fuzz_probe/f.cpp" -o "$fuzz_probe/f" >/dev/null 2>&1; then
+  missing_optional+=("clang with libFuzzer (fuzz tests)|clang-14 libclang-rt-14-dev")
+fi
+rm -rf "$fuzz_probe"
 if [ "$is_debian12" = 1 ] && ! python3 -c 'import venv, ensurepip' >/dev/null 2>&1; then
   missing_optional+=("Python venv (to install Conan for the Conan package test)|python3-venv")
 fi
@@ -87,7 +96,7 @@ for entry in "${missing_required[@]}"; do
   package=$(package_of "$entry") && [ -n "$package" ] && required_packages+=("$package")
 done
 for entry in "${missing_optional[@]}"; do
-  package=$(package_of "$entry") && [ -n "$package" ] && optional_packages+=("$package")
+  package=$(package_of "$entry") && [ -n "$package" ] && read -r -a split <<<"$package" && optional_packages+=("${split[@]}")
 done
 packages=("${required_packages[@]}" "${optional_packages[@]}")
 if [ ${#packages[@]} -gt 0 ] && [ "$is_debian12" = 1 ] && [ "${CUDAMEM_NO_INSTALL:-0}" != 1 ] &&
