@@ -10,8 +10,7 @@
 # What it needs: CMake >= 3.25, a C++20 host compiler, the CUDA toolkit (nvcc: $CUDACXX, else
 # nvcc on PATH, else /usr/local/cuda/bin/nvcc), Python 3 and Catch2 (3, or 2.13). Optional:
 # doxygen (api_docs test), clang-format-19 (format test), clang with libFuzzer (fuzz tests), Conan 2
-# (Conan package test); their
-# tests report "skipped" without them.
+# (Conan package test); their tests report "skipped" without them.
 # On Debian 12 it installs what is missing with apt-get, after saying what (and asking, when run
 # from a terminal), and Conan into a virtual environment in the build directory.
 # CUDAMEM_NO_INSTALL=1 installs nothing. Elsewhere it lists what is missing and how to get it.
