@@ -102,20 +102,15 @@ class error {
   }
   [[nodiscard]] error_domain domain() const noexcept { return domain_; }  ///< Who reported it: library, cuda, nccl.
   [[nodiscard]] int native_code() const noexcept { return native_; }  ///< Its cudaError_t, ncclResult_t or errc.
-  /// errc::cuda or errc::nccl when that library reported the error, else what cudamem caught.
-  [[nodiscard]] errc code() const noexcept { return code_; }
+  [[nodiscard]] errc code() const noexcept { return code_; }  ///< errc::cuda, errc::nccl, or what cudamem caught.
   /// The CUDA status, or cudaSuccess when CUDA did not report the error.
   [[nodiscard]] cudaError_t cuda_status() const noexcept {
     return domain_ == error_domain::cuda ? static_cast<cudaError_t>(native_) : cudaSuccess;
   }
-  /// The library function the user called (such as "copy"); null for a CUDA error made without one.
-  [[nodiscard]] const char* api() const noexcept { return has_api_ ? api_ : nullptr; }
-  /// The call that failed: the CUDA or NCCL function, else the library function.
-  [[nodiscard]] const char* call() const noexcept { return call_; }
-  /// One line saying which call failed and why. Valid as long as this error lives.
-  [[nodiscard]] const char* message() const noexcept { return text_; }
-  /// True when CUDA's context is lost: every later CUDA call in this process fails too.
-  [[nodiscard]] bool is_sticky() const noexcept { return is_sticky_status(cuda_status()); }
+  [[nodiscard]] const char* api() const noexcept { return has_api_ ? api_ : nullptr; }  ///< "copy", or null.
+  [[nodiscard]] const char* call() const noexcept { return call_; }  ///< The CUDA or NCCL function, else the api.
+  [[nodiscard]] const char* message() const noexcept { return text_; }  ///< One line: which call failed, and why.
+  [[nodiscard]] bool is_sticky() const noexcept { return is_sticky_status(cuda_status()); }  ///< Context lost.
   /// The same error, with the message naming the library function `outer_api` instead of the inner one.
   [[nodiscard]] error with_api(const char* outer_api) const noexcept {
     error outer = *this;
@@ -136,8 +131,7 @@ class error {
   friend bool operator==(const error& a, const error& b) noexcept {
     return a.domain_ == b.domain_ && a.native_ == b.native_;
   }
-  /// True when code() is `code`: `if (e == errc::capture_active)`.
-  friend bool operator==(const error& e, errc code) noexcept { return e.code_ == code; }
+  friend bool operator==(const error& e, errc code) noexcept { return e.code_ == code; }  ///< True when code() is.
   /// True when CUDA reported `status`: `if (e == cudaErrorMemoryAllocation)`.
   friend bool operator==(const error& e, cudaError_t status) noexcept {
     return e.domain_ == error_domain::cuda && e.native_ == static_cast<int>(status);
@@ -285,21 +279,18 @@ class [[nodiscard]] result<void> {
   template <class U>
   using rebind = result<U>;
   result() noexcept : has_value_(true) {}  ///< Success.
-  /// Success, as std::expected's in_place constructor.
-  explicit result(std::in_place_t) noexcept : has_value_(true) {}
+  explicit result(std::in_place_t) noexcept : has_value_(true) {}  ///< Success, as std::expected's.
   /// A failure holding `failure`; implicit, so that a function can `return error(...)`.
   result(const cudamem::error& failure) noexcept : error_(failure), has_value_(false) {}
-  /// A failure holding `failure`, as std::expected's unexpect constructor.
-  result(unexpect_t, const cudamem::error& failure) noexcept : result(failure) {}
-  result(const result&) = default;             ///< Copies (trivially, like the error it may hold).
+  result(unexpect_t, const cudamem::error& failure) noexcept : result(failure) {}  ///< A failure, as std::expected's.
+  result(const result&) = default;  ///< Copies (trivially, like the error it may hold).
   result& operator=(const result&) = default;  ///< Copies (trivially).
-  /// Holds `failure` from now on.
-  result& operator=(const cudamem::error& failure) noexcept { return *this = result(failure); }
-  void emplace() noexcept { has_value_ = true; }                   ///< Success from now on (drops the error).
-  void swap(result& other) noexcept { std::swap(*this, other); }   ///< Exchanges the states of two results.
+  result& operator=(const cudamem::error& failure) noexcept { return *this = result(failure); }  ///< Holds `failure`.
+  void emplace() noexcept { has_value_ = true; }  ///< Success from now on (drops the error).
+  void swap(result& other) noexcept { std::swap(*this, other); }  ///< Exchanges the states of two results.
   friend void swap(result& a, result& b) noexcept { a.swap(b); }  ///< Exchanges the states of two results.
   [[nodiscard]] bool has_value() const noexcept { return has_value_; }  ///< True on success.
-  explicit operator bool() const noexcept { return has_value_; }        ///< True on success.
+  explicit operator bool() const noexcept { return has_value_; }  ///< True on success.
   /// Nothing; precondition has_value() (checked with an abort in debug builds).
   void operator*() const noexcept { ops::check(*this, true, false, "status::operator*"); }
   ///@{
@@ -384,7 +375,7 @@ class CUDAMEM_DETAIL_NODISCARD_RESULT result {
        !(made_from<result<U>&> || made_from<result<U>> || made_from<const result<U>&> || made_from<const result<U>>));
 
  public:
-  using value_type = T;               ///< T.
+  using value_type = T;  ///< T.
   using error_type = cudamem::error;  ///< cudamem::error.
   /// The result type for values of type U, as std::expected::rebind.
   template <class U>
@@ -497,7 +488,7 @@ class CUDAMEM_DETAIL_NODISCARD_RESULT result {
   }
   ///@}
   [[nodiscard]] bool has_value() const noexcept { return has_value_; }  ///< True when this holds a value.
-  explicit operator bool() const noexcept { return has_value_; }        ///< True when this holds a value.
+  explicit operator bool() const noexcept { return has_value_; }  ///< True when this holds a value.
   ///@{
   /// The value. On an error, prints the message and aborts, in every build (std::expected throws).
   [[nodiscard]] T& value() & noexcept { return check_value(), value_; }
