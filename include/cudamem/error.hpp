@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /// \file
 /// Errors and results: every fallible call returns `result<T>` or `status`; nothing throws.
 ///

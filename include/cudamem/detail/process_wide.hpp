@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // cudamem: process-wide state (the release handler, registries), one instance per process, also when several
 // shared libraries include cudamem with -fvisibility=hidden. Internal. A function-local static in an inline
 // function would be one per such library; this instance has default visibility, so the dynamic linker binds
