@@ -78,13 +78,14 @@ if want sanitize; then
   # a capture query); memcheck would count each one, so API-error reports are off: memory errors,
   # leaks and kernel faults are still reported.
   SAN_EXTRA=(--leak-check full --report-api-errors no)
-  sanitize memcheck memcheck_gpu "$BUILD/tests/gpu_tests" "~[multi_gpu]"
+  # [concurrent] tests need a kernel running beside the host, which serialized launches prevent.
+  sanitize memcheck memcheck_gpu "$BUILD/tests/gpu_tests" "~[multi_gpu]~[concurrent]"
   sanitize memcheck memcheck_ptds "$BUILD/tests/gpu_tests_ptds"
   sanitize memcheck memcheck_gpp "$BUILD/tests/gpp_end_to_end"
   SAN_EXTRA=()
-  sanitize racecheck racecheck_gpu "$BUILD/tests/gpu_tests" "~[large]~[multi_gpu]"
-  sanitize synccheck synccheck_gpu "$BUILD/tests/gpu_tests" "~[large]~[multi_gpu]"
-  sanitize initcheck initcheck_gpu "$BUILD/tests/gpu_tests" "~[large]~[multi_gpu]"
+  sanitize racecheck racecheck_gpu "$BUILD/tests/gpu_tests" "~[large]~[multi_gpu]~[concurrent]"
+  sanitize synccheck synccheck_gpu "$BUILD/tests/gpu_tests" "~[large]~[multi_gpu]~[concurrent]"
+  sanitize initcheck initcheck_gpu "$BUILD/tests/gpu_tests" "~[large]~[multi_gpu]~[concurrent]"
   SAN_EXTRA=(--leak-check full --report-api-errors no)
   CUDAMEM_TEST_MIN_DEVICES=2 sanitize memcheck memcheck_multi_gpu "$BUILD/tests/gpu_tests" "[multi_gpu]"
 fi
