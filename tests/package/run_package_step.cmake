@@ -198,6 +198,7 @@ if(STEP STREQUAL "readme_commands")
   endif()
   # Command 2, without installing anything and without this test (it would run itself again).
   set(ENV{CUDAMEM_NO_INSTALL} 1)
+  unset(ENV{BUILD_DIR})  # the README's command uses build/ in the copy, not the outer run's directory
   execute_process(COMMAND "${_sh}" -c "./tools/run-tests.sh -E '^package_'"
     WORKING_DIRECTORY "${_tree}" RESULT_VARIABLE _rc OUTPUT_VARIABLE _out ERROR_VARIABLE _err)
   message("${_out}${_err}")
