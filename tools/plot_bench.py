@@ -19,14 +19,19 @@ def main(source: str, target: str) -> None:
     names = [row["name"] for row in rows]
     ratios = [row["ratio"] for row in rows]
     colors = ["#999999" if row.get("target") is None else "#4c72b0" if row.get("pass") else "#c44e52" for row in rows]
-    fig, ax = plt.subplots(figsize=(9, 0.45 * len(rows) + 1.5))
-    ax.barh(names, ratios, color=colors)
+    fig, ax = plt.subplots(figsize=(12, 0.4 * len(rows) + 1.5))
+    # Bars grow from 1.0 (parity), so ratios below and above it both show; context rows far from
+    # parity are cut at the edge of the axis with their value written there.
+    low = max(0.8, min(ratios + [0.99]) - 0.03)
+    high = min(1.2, max(ratios + [1.05]) + 0.03)
+    ax.barh(names, [r - 1.0 for r in ratios], left=1.0, color=colors)
     for i, row in enumerate(rows):
         if row.get("target") is not None:
             ax.plot([row["target"]] * 2, [i - 0.4, i + 0.4], color="black", linewidth=2)
-        ax.text(row["ratio"] + 0.003, i, f'{row["ratio"]:.3f}', va="center", fontsize=8)
+        where = min(max(row["ratio"], low + 0.005), high - 0.03)
+        ax.text(where + 0.003, i, f'{row["ratio"]:.3f}', va="center", fontsize=8)
     ax.axvline(1.0, color="gray", linestyle=":")
-    ax.set_xlim(0.9, 1.1)
+    ax.set_xlim(low, high)
     ax.invert_yaxis()
     ax.set_xlabel("cudamem / raw CUDA (host cost: lower is better; bandwidth: higher is better); black: target")
     device = rows[0].get("device", "")
