@@ -2335,13 +2335,13 @@ inline status run_sync(const result<plan>& checked, const char* api) noexcept {
     }
     return {};
   }
-  auto home = home_of(p.dst, p.other(), api);
-  if (!home) return home.error();
-  auto guard = device_guard::set(*home);
+  // Host-side memory only (pinned): the current device's legacy stream, asked once.
+  const region* on_device = p.dst.on_device() ? &p.dst : p.other() != nullptr && p.src.on_device() ? &p.src : nullptr;
+  auto guard = on_device != nullptr ? device_guard::set(on_device->device) : device_guard::keep_current();
   if (!guard) return guard.error().with_api(api);
   relaxed_capture_scope relaxed;
   if (auto ok = refuse_during_capture(api); !ok) return ok;
-  if (p.other() != nullptr && p.src.on_device() && p.src.device != *home) {
+  if (on_device == &p.dst && p.other() != nullptr && p.src.on_device() && p.src.device != p.dst.device) {
     auto other_guard = device_guard::set(p.src.device);
     if (!other_guard) return other_guard.error().with_api(api);
     if (auto ok = refuse_during_capture(api); !ok) return ok;
