@@ -221,9 +221,7 @@ class buffer {
 
   // A default stream means "the one current when used": free on the legacy stream of our device.
   stream_ref free_stream() const noexcept {
-    const cudaStream_t handle = stream_.get();
-    if (handle == nullptr || handle == cudaStreamLegacy || handle == cudaStreamPerThread) return stream_ref::legacy();
-    return stream_;
+    return detail::is_default_stream(stream_.get()) ? stream_ref::legacy() : stream_;
   }
 
   void free() noexcept {
