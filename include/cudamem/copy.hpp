@@ -10,9 +10,8 @@
 ///   fill_bytes(dst, byte [, s])       memset
 ///   fill(dst, value, s)               every element set to `value` by a kernel (nvcc only)
 ///
-/// Compile-time rules: element types match and the destination is not const; stream-ordered forms
-/// take no pageable host memory and no temporary owner (a buffer or host registration that would
-/// free its memory while the operation is queued).
+/// Compile-time rules: element types match, dst is not const; stream-ordered forms take no pageable
+/// memory and no temporary owner (one that would free its memory while the operation is queued).
 #pragma once
 
 #include <cudamem/buffer.hpp>
@@ -34,16 +33,6 @@ constexpr operand operand_of(span<T, K> view) noexcept {
 template <class V>
 concept temporary_owner = !std::is_lvalue_reference_v<V> && requires { requires std::remove_cvref_t<V>::owns_memory; };
 
-template <class Dst, class Src>
-constexpr void check_copy_types() {
-  using T = typename Dst::element_type;
-  using U = typename Src::element_type;
-  static_assert(std::is_same_v<std::remove_cv_t<T>, std::remove_cv_t<U>>,
-                "cudamem::copy: the element types of dst and src differ; copy between views of the same type "
-                "(to copy raw bytes, view both sides with cudamem::as_bytes / as_writable_bytes)");
-  static_assert(!std::is_const_v<T>, "cudamem::copy: dst is a view of const elements");
-}
-
 template <class... Operands>
 constexpr void check_stream_ordered() {
   static_assert((stream_orderable<typename std::remove_cvref_t<Operands>::kind> && ...),
@@ -58,11 +47,14 @@ constexpr void check_stream_ordered() {
 
 template <class DstView, class SrcView>
 status copy_views(DstView dst, SrcView src, const stream_ref* s, const char* api) noexcept {
-  check_copy_types<DstView, SrcView>();
+  using T = typename DstView::element_type;
+  static_assert(std::is_same_v<std::remove_cv_t<T>, std::remove_cv_t<typename SrcView::element_type>>,
+                "cudamem::copy: the element types of dst and src differ; copy between views of the same type "
+                "(to copy raw bytes, view both sides with cudamem::as_bytes / as_writable_bytes)");
+  static_assert(!std::is_const_v<T>, "cudamem::copy: dst is a view of const elements");
   constexpr auto direction = copy_direction<typename DstView::kind, typename SrcView::kind>;
-  constexpr std::size_t size = sizeof(typename DstView::element_type);
-  return s != nullptr ? copy_async(operand_of(dst), operand_of(src), size, direction, *s, api)
-                      : copy_sync(operand_of(dst), operand_of(src), size, direction, api);
+  auto checked = plan_copy(operand_of(dst), operand_of(src), sizeof(T), direction, api);
+  return s != nullptr ? run_async(checked, *s, api) : run_sync(checked, api);
 }
 
 // Which copies a named form takes: `copy` any; CuPy's names restrict one side's kind.
@@ -108,27 +100,20 @@ struct fill_bytes_fn {
   static status run(View view, unsigned char value, const stream_ref* s) noexcept {
     using T = typename View::element_type;
     static_assert(!std::is_const_v<T>, "cudamem::fill_bytes: a view of const elements");
-    return s != nullptr ? fill_async(operand_of(view), sizeof(T), value, *s, "fill_bytes")
-                        : fill_sync(operand_of(view), sizeof(T), value, "fill_bytes");
+    auto checked = plan_fill(operand_of(view), sizeof(T), value, "fill_bytes");
+    return s != nullptr ? run_async(checked, *s, "fill_bytes") : run_sync(checked, "fill_bytes");
   }
 };
 }  // namespace detail
 
-/// copy(dst, src): copies `src` into `dst` (views or owners of the same element type and extent)
-/// and waits for it. Synchronizes: complete on return, ordered after earlier work on the legacy
-/// default stream of the memory's device (also in builds with per-thread default streams) and, for
-/// memory on two devices, after earlier work on the legacy stream of each; blocking streams are
-/// ordered with the legacy stream, non-blocking ones (stream::create's default) are not. Two
-/// pageable host views are copied with memcpy, without CUDA. Device memory on two devices goes
-/// through the peer path (correct with or without peer access). A capture in progress on another
-/// stream is left undisturbed; while a blocking stream of the device captures, the copy is refused
-/// before anything is written. Errors: extents_mismatch, invalid_argument (null with elements, a
-/// pitch shorter than its row or beyond the device's maximum), overlap, size_overflow, out_of_range
-/// (a view on a device that does not exist), capture_active, CUDA errors. Empty views copy nothing.
-///
-/// copy(dst, src, stream): ordered on `stream`; does not synchronize (CUDA itself makes pinned-to-
-/// pinned and pinned-to-pageable copies host-synchronous). Can be captured into a graph. Errors: as
-/// the synchronous form, invalid_argument for a moved-from stream, and no capture_active.
+/// copy(dst, src): copies `src` into `dst` (views or owners of one element type and extent) and
+/// waits: complete on return, after earlier work on the legacy default stream of each device it
+/// touches (blocking streams included; stream::create's non-blocking streams not). Pageable-only
+/// copies are memcpy; device memory on two devices goes through the peer path. A capture elsewhere
+/// is left undisturbed; one the legacy stream would join is refused (capture_active) before anything
+/// is written. copy(dst, src, stream): ordered on `stream`, returns at once, can be captured.
+/// Errors (docs/copies.md): extents_mismatch, invalid_argument, overlap, size_overflow,
+/// out_of_range, capture_active (synchronous form only), CUDA errors. Empty views copy nothing.
 inline constexpr detail::copy_fn<detail::copy_rule::any> copy{};
 /// copy, for a device or managed `src` (CuPy: copy_from_device, copy_from_device_async).
 inline constexpr detail::copy_fn<detail::copy_rule::from_device> copy_from_device{};
@@ -137,25 +122,17 @@ inline constexpr detail::copy_fn<detail::copy_rule::from_host> copy_from_host{};
 /// copy, for a host-side `dst`: host, pinned or managed (CuPy: copy_to_host, copy_to_host_async).
 inline constexpr detail::copy_fn<detail::copy_rule::to_host> copy_to_host{};
 
-/// fill_bytes(dst, value): sets every byte of `dst` to `value` (memset) and waits for it.
-/// Synchronizes, as copy(dst, src); pageable host memory is set with memset, without CUDA.
-/// fill_bytes(dst, value, stream): ordered on `stream`; does not synchronize; no pageable memory.
-/// Compile-time: `dst` is not const. Errors: as copy (CuPy: memset, memset_async).
+/// fill_bytes(dst, value [, stream]): sets every byte of `dst` to `value` (memset), as copy does
+/// its work: synchronous, or ordered on `stream` (CuPy: memset, memset_async).
 inline constexpr detail::fill_bytes_fn fill_bytes{};
 
 #if defined(__CUDACC__)
 namespace detail {
-template <class T>
+template <class T>  // `height` rows of `width` elements, `pitch` bytes apart (height 1: one row, no division)
 __global__ void fill_kernel(char* first, std::size_t width, std::size_t height, std::size_t pitch, T value) {
   const std::size_t stride = std::size_t{gridDim.x} * blockDim.x;
-  const std::size_t start = std::size_t{blockIdx.x} * blockDim.x + threadIdx.x;
-  if (height == 1) {
-    T* const row = reinterpret_cast<T*>(first);
-    for (std::size_t i = start; i < width; i += stride) row[i] = value;
-    return;
-  }
-  for (std::size_t i = start; i < width * height; i += stride) {
-    const std::size_t row = i / width;
+  for (std::size_t i = std::size_t{blockIdx.x} * blockDim.x + threadIdx.x; i < width * height; i += stride) {
+    const std::size_t row = height == 1 ? 0 : i / width;
     reinterpret_cast<T*>(first + row * pitch)[i - row * width] = value;
   }
 }
@@ -182,7 +159,7 @@ struct fill_fn {
     if (plan->dst.empty()) return {};
     auto launch = s.device();
     if (!launch) return launch.error().with_api(api);
-    if (auto ok = check_kernel_access(*launch, plan->dst, api); !ok) return ok;
+    CUDAMEM_TRY(check_kernel_access(*launch, plan->dst, api));
     auto guard = device_guard::set(*launch);  // a launch goes to the current device
     if (!guard) return guard.error().with_api(api);
     const region& d = plan->dst;
@@ -198,12 +175,8 @@ struct fill_fn {
 }  // namespace detail
 
 /// fill(dst, value, stream): sets every element of `dst` to `value` with a kernel on `stream`'s
-/// device (nvcc builds only). Does not synchronize; can be captured into a graph. For byte patterns
-/// fill_bytes (memset) is faster. Compile-time: kernels may write `dst` (not pageable host memory),
-/// `value` converts to the element type without narrowing, `dst` is not a temporary owner. Errors:
-/// invalid_argument (null with elements, a moved-from stream, device memory of another device than
-/// the stream's: refused before anything is launched), size_overflow, capture_active (an adopted
-/// stream of unknown device that is capturing), CUDA launch errors.
+/// device (nvcc builds); does not synchronize; can be captured. The value must convert without
+/// narrowing. Device memory of another device than the stream's is refused before launching.
 inline constexpr detail::fill_fn fill{};
 #endif
 

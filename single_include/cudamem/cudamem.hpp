@@ -2132,14 +2132,12 @@ using managed_buffer = buffer<T, managed>;
 ///   fill_bytes(dst, byte [, s])       memset
 ///   fill(dst, value, s)               every element set to `value` by a kernel (nvcc only)
 ///
-/// Compile-time rules: element types match and the destination is not const; stream-ordered forms
-/// take no pageable host memory and no temporary owner (a buffer or host registration that would
-/// free its memory while the operation is queued).
+/// Compile-time rules: element types match, dst is not const; stream-ordered forms take no pageable
+/// memory and no temporary owner (one that would free its memory while the operation is queued).
 
-// cudamem: the untyped transfer engine behind every copy and fill, 1D and 2D. An operand is rows:
-// an address, a width in elements, a height, a pitch in bytes, a device and a kind (a 1D view is one
-// row). The checks, the home device, the capture rule and the one CUDA call are written here once;
-// the typed layer (copy.hpp) decides direction and legality at compile time. Internal.
+// cudamem: the untyped transfer engine behind every copy and fill, 1D and 2D: the checks, the home
+// device, the capture rule and the one CUDA call, written once; copy.hpp decides direction and
+// legality at compile time. Internal.
 
 
 #include <cstddef>
@@ -2150,13 +2148,12 @@ using managed_buffer = buffer<T, managed>;
 
 namespace cudamem::detail {
 
-/// One side of a transfer, untyped.
+/// One side of a transfer, untyped: `width` elements per row, `pitch` bytes from one row to the next
+/// (ignored for one row); device_id::host() for host and pinned memory.
 struct operand {
   const void* addr = nullptr;
-  std::size_t width = 0;                 // elements per row
-  std::size_t height = 1;                // rows; 1 for a 1D view
-  std::size_t pitch = 0;                 // bytes from one row to the next; ignored when height is 1
-  device_id device = device_id::host();  // device_id::host() for host and pinned memory
+  std::size_t width = 0, height = 1, pitch = 0;
+  device_id device = device_id::host();
   kind_id kind = kind_id::host;
 };
 
@@ -2197,16 +2194,6 @@ inline result<region> check_operand(const operand& o, std::size_t elem_size, con
   return r;
 }
 
-/// The device whose limits and legacy stream a transfer uses: the first operand on a device, else
-/// the current device.
-inline result<device_id> home_of(const region& a, const region* b, const char* api) noexcept {
-  if (a.on_device()) return a.device;
-  if (b != nullptr && b->on_device()) return b->device;
-  auto current = current_device();
-  if (!current) return current.error().with_api(api);
-  return *current;
-}
-
 /// A checked transfer: a copy of src into dst, or (fill) every byte of dst set to value.
 struct plan {
   region dst, src;
@@ -2214,21 +2201,25 @@ struct plan {
   bool fill = false;
   unsigned char value = 0;
 
-  [[nodiscard]] bool peer() const noexcept {
-    return !fill && dst.kind == kind_id::device && src.kind == kind_id::device && dst.device != src.device;
-  }
+  [[nodiscard]] const region* other() const noexcept { return fill ? nullptr : &src; }
+  [[nodiscard]] bool flat() const noexcept { return dst.contiguous() && (fill || src.contiguous()); }
   [[nodiscard]] bool pageable() const noexcept {
     return dst.kind == kind_id::host && (fill || src.kind == kind_id::host);
   }
-  [[nodiscard]] const region* other() const noexcept { return fill ? nullptr : &src; }
+  [[nodiscard]] bool peer() const noexcept {
+    return !fill && dst.kind == kind_id::device && src.kind == kind_id::device && dst.device != src.device;
+  }
+  /// The operand whose device runs the transfer: the first on a device, else none (the current device).
+  [[nodiscard]] const region* home() const noexcept {
+    return dst.on_device() ? &dst : other() != nullptr && src.on_device() ? &src : nullptr;
+  }
 };
 
 /// A 2D transfer may not use a pitch beyond cudaDevAttrMaxPitch, which the driver does not check.
 inline status check_pitch_limits(const plan& p, const char* api) noexcept {
-  if (p.pageable() || (p.dst.contiguous() && (p.fill || p.src.contiguous()))) return {};
-  auto home = home_of(p.dst, p.other(), api);
-  if (!home) return home.error();
-  auto limit = max_pitch(*home);
+  if (p.pageable() || p.flat()) return {};
+  auto home = p.home() != nullptr ? result<device_id>(p.home()->device) : current_device();
+  auto limit = home ? max_pitch(*home) : result<std::size_t>(home.error());
   if (!limit) return limit.error().with_api(api);
   for (const region* r : {&p.dst, p.other()})
     if (r != nullptr && !r->contiguous() && r->pitch > *limit)
@@ -2261,7 +2252,7 @@ inline result<plan> plan_copy(operand dst, operand src, std::size_t elem_size, c
   const auto to = reinterpret_cast<std::uintptr_t>(p.dst.addr), from = reinterpret_cast<std::uintptr_t>(p.src.addr);
   if (to < from + p.src.footprint && from < to + p.dst.footprint)
     return error(errc::overlap, api, "source and destination overlap");
-  if (auto ok = check_pitch_limits(p, api); !ok) return ok.error();
+  CUDAMEM_TRY(check_pitch_limits(p, api));
   return p;
 }
 
@@ -2271,56 +2262,62 @@ inline result<plan> plan_fill(const operand& dst, std::size_t elem_size, unsigne
   auto d = check_operand(dst, elem_size, "dst", api);
   if (!d) return d.error();
   plan p{*d, {}, cudaMemcpyDefault, true, value};
-  if (p.dst.empty()) return p;
-  if (auto ok = check_pitch_limits(p, api); !ok) return ok.error();
+  if (!p.dst.empty()) CUDAMEM_TRY(check_pitch_limits(p, api));
   return p;
 }
 
 /// The one CUDA call of a checked, non-empty plan, ordered on `stream`. Does not synchronize.
 inline status enqueue(const plan& p, cudaStream_t stream, const char* api) noexcept {
-  const region& d = p.dst;
-  const region& s = p.src;
-  const bool flat = d.contiguous() && (p.fill || s.contiguous());
-  if (p.fill && flat)
+  const region &d = p.dst, &s = p.src;
+  if (p.fill && p.flat())
     return check(cudaMemsetAsync(d.addr, p.value, d.row_bytes * d.rows, stream), api, "cudaMemsetAsync");
   if (p.fill)
     return check(cudaMemset2DAsync(d.addr, d.pitch, p.value, d.row_bytes, d.rows, stream), api, "cudaMemset2DAsync");
-  if (flat && p.peer())
+  if (p.flat() && p.peer())
     return check(cudaMemcpyPeerAsync(d.addr, d.device.get(), s.addr, s.device.get(), d.row_bytes * d.rows, stream), api,
                  "cudaMemcpyPeerAsync");
-  if (flat)
+  if (p.flat())
     return check(cudaMemcpyAsync(d.addr, s.addr, d.row_bytes * d.rows, p.direction, stream), api, "cudaMemcpyAsync");
   if (p.peer()) {
-    cudaMemcpy3DPeerParms parms{};
-    parms.dstPtr = {d.addr, d.pitch, d.row_bytes, d.rows};
-    parms.dstDevice = d.device.get();
-    parms.srcPtr = {s.addr, s.pitch, s.row_bytes, s.rows};
-    parms.srcDevice = s.device.get();
-    parms.extent = {d.row_bytes, d.rows, 1};
+    const cudaMemcpy3DPeerParms parms{nullptr,
+                                      {},
+                                      {s.addr, s.pitch, s.row_bytes, s.rows},
+                                      s.device.get(),
+                                      nullptr,
+                                      {},
+                                      {d.addr, d.pitch, d.row_bytes, d.rows},
+                                      d.device.get(),
+                                      {d.row_bytes, d.rows, 1}};
     return check(cudaMemcpy3DPeerAsync(&parms, stream), api, "cudaMemcpy3DPeerAsync");
   }
   return check(cudaMemcpy2DAsync(d.addr, d.pitch, s.addr, s.pitch, d.row_bytes, d.rows, p.direction, stream), api,
                "cudaMemcpy2DAsync");
 }
 
-/// A synchronous operation runs on the legacy default stream. While a blocking stream of the
-/// current device captures, that stream would join the capture and invalidate it: refuse before
-/// anything is written. The query never disturbs a capture.
+/// While a blocking stream of the current device captures, the legacy default stream would join the
+/// capture and invalidate it: a synchronous operation is refused first. The query disturbs nothing.
 inline status refuse_during_capture(const char* api) noexcept {
-  auto capturing = joins_capture(cudaStreamLegacy, api);
-  if (!capturing) return capturing.error();
-  if (*capturing)
-    return error(errc::capture_active, api,
-                 "a blocking stream is capturing a graph, and the legacy default stream would join it; use the "
-                 "stream-ordered form on the capturing stream");
-  return {};
+  return refuse_capture(cudaStreamLegacy, api,
+                        "a blocking stream is capturing a graph, and the legacy default stream would join it; use the "
+                        "stream-ordered form on the capturing stream");
+}
+
+/// Whether the plan copies from one device's memory to host-side memory (pageable or pinned), the
+/// direction in which cudaMemcpy itself returns only once the copy has completed (CUDA's API
+/// synchronization rules) and costs no more than an enqueue and a synchronize. Builds with
+/// per-thread default streams map cudaMemcpy to the per-thread stream: not used there.
+inline bool device_to_host(const plan& p) noexcept {
+#if defined(CUDA_API_PER_THREAD_DEFAULT_STREAM)
+  return false;
+#else
+  return !p.fill && p.src.kind == kind_id::device && (p.dst.kind == kind_id::host || p.dst.kind == kind_id::pinned);
+#endif
 }
 
 /// Runs a plan to completion. Pageable memory only: the host does it (no stream-ordered work can
-/// touch pageable memory). Else on the legacy default stream of the home device, after earlier work
-/// there and, when the plan touches another device, after earlier work on that device's legacy
-/// stream. The thread runs in relaxed capture mode meanwhile, so captures elsewhere go on; one the
-/// legacy stream would join is refused first. Synchronizes.
+/// touch it). Else on the legacy stream of the home device, after earlier work there and on the
+/// other device's legacy stream. cudaMemcpy never disturbs a capture elsewhere; a synchronize would
+/// (in global and thread-local mode), so the thread is in relaxed capture mode around it.
 inline status run_sync(const result<plan>& checked, const char* api) noexcept {
   if (!checked) return checked.error();
   const plan& p = *checked;
@@ -2333,19 +2330,23 @@ inline status run_sync(const result<plan>& checked, const char* api) noexcept {
     }
     return {};
   }
-  // Host-side memory only (pinned): the current device's legacy stream, asked once.
-  const region* on_device = p.dst.on_device() ? &p.dst : p.other() != nullptr && p.src.on_device() ? &p.src : nullptr;
-  auto guard = on_device != nullptr ? device_guard::set(on_device->device) : device_guard::keep_current();
+  const region* home = p.home();
+  auto guard = home != nullptr ? device_guard::set(home->device) : device_guard::keep_current();
   if (!guard) return guard.error().with_api(api);
+  CUDAMEM_TRY(refuse_during_capture(api));
+  const region &d = p.dst, &s = p.src;
+  if (device_to_host(p) && p.flat())
+    return check(cudaMemcpy(d.addr, s.addr, d.row_bytes * d.rows, p.direction), api, "cudaMemcpy");
+  if (device_to_host(p))
+    return check(cudaMemcpy2D(d.addr, d.pitch, s.addr, s.pitch, d.row_bytes, d.rows, p.direction), api, "cudaMemcpy2D");
   relaxed_capture_scope relaxed;
-  if (auto ok = refuse_during_capture(api); !ok) return ok;
-  if (on_device == &p.dst && p.other() != nullptr && p.src.on_device() && p.src.device != p.dst.device) {
-    auto other_guard = device_guard::set(p.src.device);
+  if (home == &d && !p.fill && s.on_device() && s.device != d.device) {
+    auto other_guard = device_guard::set(s.device);
     if (!other_guard) return other_guard.error().with_api(api);
-    if (auto ok = refuse_during_capture(api); !ok) return ok;
-    if (auto ok = check(cudaStreamSynchronize(cudaStreamLegacy), api, "cudaStreamSynchronize"); !ok) return ok;
+    CUDAMEM_TRY(refuse_during_capture(api));
+    CUDAMEM_TRY(check(cudaStreamSynchronize(cudaStreamLegacy), api, "cudaStreamSynchronize"));
   }
-  if (auto ok = enqueue(p, cudaStreamLegacy, api); !ok) return ok;
+  CUDAMEM_TRY(enqueue(p, cudaStreamLegacy, api));
   return check(cudaStreamSynchronize(cudaStreamLegacy), api, "cudaStreamSynchronize");
 }
 
@@ -2355,22 +2356,6 @@ inline status run_async(const result<plan>& checked, stream_ref s, const char* a
     return error(errc::invalid_argument, api, "the stream was moved from");
   if (!checked) return checked.error();
   return checked->dst.empty() ? status() : enqueue(*checked, s.get(), api);
-}
-
-inline status copy_sync(const operand& dst, const operand& src, std::size_t elem_size, cudaMemcpyKind direction,
-                        const char* api) noexcept {
-  return run_sync(plan_copy(dst, src, elem_size, direction, api), api);
-}
-inline status copy_async(const operand& dst, const operand& src, std::size_t elem_size, cudaMemcpyKind direction,
-                         stream_ref s, const char* api) noexcept {
-  return run_async(plan_copy(dst, src, elem_size, direction, api), s, api);
-}
-inline status fill_sync(const operand& dst, std::size_t elem_size, unsigned char value, const char* api) noexcept {
-  return run_sync(plan_fill(dst, elem_size, value, api), api);
-}
-inline status fill_async(const operand& dst, std::size_t elem_size, unsigned char value, stream_ref s,
-                         const char* api) noexcept {
-  return run_async(plan_fill(dst, elem_size, value, api), s, api);
 }
 
 /// A kernel the library launches on `launch` may touch `r` only where that device can reach it:
@@ -2401,16 +2386,6 @@ constexpr operand operand_of(span<T, K> view) noexcept {
 template <class V>
 concept temporary_owner = !std::is_lvalue_reference_v<V> && requires { requires std::remove_cvref_t<V>::owns_memory; };
 
-template <class Dst, class Src>
-constexpr void check_copy_types() {
-  using T = typename Dst::element_type;
-  using U = typename Src::element_type;
-  static_assert(std::is_same_v<std::remove_cv_t<T>, std::remove_cv_t<U>>,
-                "cudamem::copy: the element types of dst and src differ; copy between views of the same type "
-                "(to copy raw bytes, view both sides with cudamem::as_bytes / as_writable_bytes)");
-  static_assert(!std::is_const_v<T>, "cudamem::copy: dst is a view of const elements");
-}
-
 template <class... Operands>
 constexpr void check_stream_ordered() {
   static_assert((stream_orderable<typename std::remove_cvref_t<Operands>::kind> && ...),
@@ -2425,11 +2400,14 @@ constexpr void check_stream_ordered() {
 
 template <class DstView, class SrcView>
 status copy_views(DstView dst, SrcView src, const stream_ref* s, const char* api) noexcept {
-  check_copy_types<DstView, SrcView>();
+  using T = typename DstView::element_type;
+  static_assert(std::is_same_v<std::remove_cv_t<T>, std::remove_cv_t<typename SrcView::element_type>>,
+                "cudamem::copy: the element types of dst and src differ; copy between views of the same type "
+                "(to copy raw bytes, view both sides with cudamem::as_bytes / as_writable_bytes)");
+  static_assert(!std::is_const_v<T>, "cudamem::copy: dst is a view of const elements");
   constexpr auto direction = copy_direction<typename DstView::kind, typename SrcView::kind>;
-  constexpr std::size_t size = sizeof(typename DstView::element_type);
-  return s != nullptr ? copy_async(operand_of(dst), operand_of(src), size, direction, *s, api)
-                      : copy_sync(operand_of(dst), operand_of(src), size, direction, api);
+  auto checked = plan_copy(operand_of(dst), operand_of(src), sizeof(T), direction, api);
+  return s != nullptr ? run_async(checked, *s, api) : run_sync(checked, api);
 }
 
 // Which copies a named form takes: `copy` any; CuPy's names restrict one side's kind.
@@ -2475,27 +2453,20 @@ struct fill_bytes_fn {
   static status run(View view, unsigned char value, const stream_ref* s) noexcept {
     using T = typename View::element_type;
     static_assert(!std::is_const_v<T>, "cudamem::fill_bytes: a view of const elements");
-    return s != nullptr ? fill_async(operand_of(view), sizeof(T), value, *s, "fill_bytes")
-                        : fill_sync(operand_of(view), sizeof(T), value, "fill_bytes");
+    auto checked = plan_fill(operand_of(view), sizeof(T), value, "fill_bytes");
+    return s != nullptr ? run_async(checked, *s, "fill_bytes") : run_sync(checked, "fill_bytes");
   }
 };
 }  // namespace detail
 
-/// copy(dst, src): copies `src` into `dst` (views or owners of the same element type and extent)
-/// and waits for it. Synchronizes: complete on return, ordered after earlier work on the legacy
-/// default stream of the memory's device (also in builds with per-thread default streams) and, for
-/// memory on two devices, after earlier work on the legacy stream of each; blocking streams are
-/// ordered with the legacy stream, non-blocking ones (stream::create's default) are not. Two
-/// pageable host views are copied with memcpy, without CUDA. Device memory on two devices goes
-/// through the peer path (correct with or without peer access). A capture in progress on another
-/// stream is left undisturbed; while a blocking stream of the device captures, the copy is refused
-/// before anything is written. Errors: extents_mismatch, invalid_argument (null with elements, a
-/// pitch shorter than its row or beyond the device's maximum), overlap, size_overflow, out_of_range
-/// (a view on a device that does not exist), capture_active, CUDA errors. Empty views copy nothing.
-///
-/// copy(dst, src, stream): ordered on `stream`; does not synchronize (CUDA itself makes pinned-to-
-/// pinned and pinned-to-pageable copies host-synchronous). Can be captured into a graph. Errors: as
-/// the synchronous form, invalid_argument for a moved-from stream, and no capture_active.
+/// copy(dst, src): copies `src` into `dst` (views or owners of one element type and extent) and
+/// waits: complete on return, after earlier work on the legacy default stream of each device it
+/// touches (blocking streams included; stream::create's non-blocking streams not). Pageable-only
+/// copies are memcpy; device memory on two devices goes through the peer path. A capture elsewhere
+/// is left undisturbed; one the legacy stream would join is refused (capture_active) before anything
+/// is written. copy(dst, src, stream): ordered on `stream`, returns at once, can be captured.
+/// Errors (docs/copies.md): extents_mismatch, invalid_argument, overlap, size_overflow,
+/// out_of_range, capture_active (synchronous form only), CUDA errors. Empty views copy nothing.
 inline constexpr detail::copy_fn<detail::copy_rule::any> copy{};
 /// copy, for a device or managed `src` (CuPy: copy_from_device, copy_from_device_async).
 inline constexpr detail::copy_fn<detail::copy_rule::from_device> copy_from_device{};
@@ -2504,25 +2475,17 @@ inline constexpr detail::copy_fn<detail::copy_rule::from_host> copy_from_host{};
 /// copy, for a host-side `dst`: host, pinned or managed (CuPy: copy_to_host, copy_to_host_async).
 inline constexpr detail::copy_fn<detail::copy_rule::to_host> copy_to_host{};
 
-/// fill_bytes(dst, value): sets every byte of `dst` to `value` (memset) and waits for it.
-/// Synchronizes, as copy(dst, src); pageable host memory is set with memset, without CUDA.
-/// fill_bytes(dst, value, stream): ordered on `stream`; does not synchronize; no pageable memory.
-/// Compile-time: `dst` is not const. Errors: as copy (CuPy: memset, memset_async).
+/// fill_bytes(dst, value [, stream]): sets every byte of `dst` to `value` (memset), as copy does
+/// its work: synchronous, or ordered on `stream` (CuPy: memset, memset_async).
 inline constexpr detail::fill_bytes_fn fill_bytes{};
 
 #if defined(__CUDACC__)
 namespace detail {
-template <class T>
+template <class T>  // `height` rows of `width` elements, `pitch` bytes apart (height 1: one row, no division)
 __global__ void fill_kernel(char* first, std::size_t width, std::size_t height, std::size_t pitch, T value) {
   const std::size_t stride = std::size_t{gridDim.x} * blockDim.x;
-  const std::size_t start = std::size_t{blockIdx.x} * blockDim.x + threadIdx.x;
-  if (height == 1) {
-    T* const row = reinterpret_cast<T*>(first);
-    for (std::size_t i = start; i < width; i += stride) row[i] = value;
-    return;
-  }
-  for (std::size_t i = start; i < width * height; i += stride) {
-    const std::size_t row = i / width;
+  for (std::size_t i = std::size_t{blockIdx.x} * blockDim.x + threadIdx.x; i < width * height; i += stride) {
+    const std::size_t row = height == 1 ? 0 : i / width;
     reinterpret_cast<T*>(first + row * pitch)[i - row * width] = value;
   }
 }
@@ -2549,7 +2512,7 @@ struct fill_fn {
     if (plan->dst.empty()) return {};
     auto launch = s.device();
     if (!launch) return launch.error().with_api(api);
-    if (auto ok = check_kernel_access(*launch, plan->dst, api); !ok) return ok;
+    CUDAMEM_TRY(check_kernel_access(*launch, plan->dst, api));
     auto guard = device_guard::set(*launch);  // a launch goes to the current device
     if (!guard) return guard.error().with_api(api);
     const region& d = plan->dst;
@@ -2565,12 +2528,8 @@ struct fill_fn {
 }  // namespace detail
 
 /// fill(dst, value, stream): sets every element of `dst` to `value` with a kernel on `stream`'s
-/// device (nvcc builds only). Does not synchronize; can be captured into a graph. For byte patterns
-/// fill_bytes (memset) is faster. Compile-time: kernels may write `dst` (not pageable host memory),
-/// `value` converts to the element type without narrowing, `dst` is not a temporary owner. Errors:
-/// invalid_argument (null with elements, a moved-from stream, device memory of another device than
-/// the stream's: refused before anything is launched), size_overflow, capture_active (an adopted
-/// stream of unknown device that is capturing), CUDA launch errors.
+/// device (nvcc builds); does not synchronize; can be captured. The value must convert without
+/// narrowing. Device memory of another device than the stream's is refused before launching.
 inline constexpr detail::fill_fn fill{};
 #endif
 

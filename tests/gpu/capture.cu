@@ -42,6 +42,7 @@ TEST_CASE("synchronous work beside another stream's capture completes and leaves
   auto captured = take(device_buffer<int>::allocate(256));
   auto target = take(device_buffer<int>::allocate(256));
   auto pinned_out = take(pinned_buffer<int>::allocate(256));
+  auto pinned_in = take(pinned_buffer<int>::allocate(256));
   std::vector<int> values(256);
   std::iota(values.begin(), values.end(), 1);
   std::vector<int> back(256, 0);
@@ -49,10 +50,11 @@ TEST_CASE("synchronous work beside another stream's capture completes and leaves
 
   REQUIRE(cudaStreamBeginCapture(s.get(), mode) == cudaSuccess);
   REQUIRE_OK(fill_bytes(captured, 1, s));  // recorded, runs only when the graph is replayed
-  status copied, read, filled, allocated;
+  status copied, read, read_pinned, filled, allocated;
   const auto synchronous_work = [&] {
     copied = copy(target, span(values));
     read = copy(span(back), target);
+    read_pinned = copy(pinned_in, target);
     filled = fill_bytes(pinned_out, 0x11);
     // cudaMalloc and cudaFree: not part of the capture.
     allocated = device_buffer<int>::allocate(64).transform([](auto&&) {});
@@ -66,9 +68,11 @@ TEST_CASE("synchronous work beside another stream's capture completes and leaves
 
   REQUIRE_OK(copied);
   REQUIRE_OK(read);
+  REQUIRE_OK(read_pinned);
   REQUIRE_OK(filled);
   REQUIRE_OK(allocated);
   CHECK(back == values);
+  CHECK(test::read_back(pinned_in.view()) == values);
   CHECK(test::all_bytes(test::read_back(pinned_out.view()), 0x11));
   CHECK(test::all_bytes(test::read_back(captured.view()), 1));
   CHECK(cudaGetLastError() == cudaSuccess);
@@ -81,14 +85,19 @@ TEST_CASE("synchronous work that a blocking stream's capture would absorb is ref
   auto s = take(stream::create(stream_options{.non_blocking = false}));
   auto dst = take(device_buffer<int>::allocate(64));
   std::vector<int> values(64, 3);
+  std::vector<int> back(64, 9);
   REQUIRE_OK(fill_bytes(dst, test::poison));
 
   REQUIRE(cudaStreamBeginCapture(s.get(), mode) == cudaSuccess);
   REQUIRE_OK(fill_bytes(dst, 0, s));
   auto copied = copy(dst, span(values));
   auto filled = fill_bytes(dst, 7);
+  auto read = copy(span(back), dst);
   end_and_replay(s);
 
+  REQUIRE_FALSE(read);
+  CHECK(read.error().code() == errc::capture_active);
+  CHECK(back == std::vector<int>(64, 9));
   REQUIRE_FALSE(copied);
   CHECK(copied.error().code() == errc::capture_active);
   CHECK(std::string(copied.error().message()).starts_with("copy: "));

@@ -73,6 +73,31 @@ TEST_CASE("round trips through every pair of kinds, sync and stream-ordered", "[
   }
 }
 
+TEST_CASE("synchronous copies to the host wait for the legacy stream and blocking streams", "[copy]") {
+  auto blocking = take(stream::create(stream_options{.non_blocking = false}));
+  constexpr std::size_t n = 1 << 16;
+  auto d = take(device_buffer<int>::allocate(n));
+  auto pinned_out = take(pinned_buffer<int>::allocate(n));
+  std::vector<int> out(n, 0);
+  REQUIRE_OK(fill_bytes(d, 0));
+  // A late writer on a blocking stream, then one on the legacy stream: each copy must see it.
+  test::delay_then_write<<<32, 256, 0, blocking.get()>>>(d.view(), 1234, 50'000'000ull);
+  REQUIRE(cudaGetLastError() == cudaSuccess);
+  REQUIRE_OK(copy(span(out), d));
+  CHECK(out == std::vector<int>(n, 1234));
+  test::delay_then_write<<<32, 256, 0, cudaStreamLegacy>>>(d.view(), 77, 50'000'000ull);
+  REQUIRE(cudaGetLastError() == cudaSuccess);
+  REQUIRE_OK(copy(pinned_out, d));
+  CHECK(test::read_back(pinned_out.view()) == std::vector<int>(n, 77));
+  // Rows out of a pitched device view into pageable memory, after a late writer.
+  test::delay_then_write<<<32, 256, 0, blocking.get()>>>(d.view(), 5, 50'000'000ull);
+  std::vector<int> rows(4 * 100, -1);
+  const detail::operand src{d.data().get(), 100, 4, 128 * sizeof(int), device_id(0), detail::kind_id::device};
+  const detail::operand dst{rows.data(), 100, 4, 100 * sizeof(int), device_id::host(), detail::kind_id::host};
+  REQUIRE_OK(detail::run_sync(detail::plan_copy(dst, src, sizeof(int), cudaMemcpyDeviceToHost, "copy"), "copy"));
+  CHECK(rows == std::vector<int>(4 * 100, 5));
+}
+
 TEST_CASE("1 GiB round trips through the main paths", "[copy][large]") {
   auto s = take(stream::create());
   const std::uint64_t seed = test::fresh_seed();

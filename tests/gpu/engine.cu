@@ -2,6 +2,7 @@
 // The transfer engine on real memory: 2D copies and fills in every direction, the typed fill's
 // device rule, where buffers are freed, and ordering across two devices.
 #include "common.cuh"
+#include "engine.hpp"
 
 using namespace cudamem;
 using test::take;
@@ -61,11 +62,11 @@ TEST_CASE("2D copies move exactly the rows' widths, in every direction", "[copy]
   const auto device_side = op(dev.data().get(), 64 * sizeof(int), detail::kind_id::device, device_id(0));
   REQUIRE_OK(fill_bytes(dev, 0));
   // pageable -> device, device -> pinned (stream-ordered), pinned -> pageable
-  REQUIRE_OK(detail::copy_sync(device_side, host_side(source.data()), sizeof(int), cudaMemcpyHostToDevice, "copy"));
+  REQUIRE_OK(engine::copy_sync(device_side, host_side(source.data()), sizeof(int), cudaMemcpyHostToDevice, "copy"));
   const auto pinned_side = op(pinned_rows.data().get(), host_pitch, detail::kind_id::pinned, device_id::host());
-  REQUIRE_OK(detail::copy_async(pinned_side, device_side, sizeof(int), cudaMemcpyDeviceToHost, s, "copy"));
+  REQUIRE_OK(engine::copy_async(pinned_side, device_side, sizeof(int), cudaMemcpyDeviceToHost, s, "copy"));
   REQUIRE_OK(s.synchronize());
-  REQUIRE_OK(detail::copy_sync(host_side(back.data()), pinned_side, sizeof(int), cudaMemcpyHostToHost, "copy"));
+  REQUIRE_OK(engine::copy_sync(host_side(back.data()), pinned_side, sizeof(int), cudaMemcpyHostToHost, "copy"));
   for (std::size_t row = 0; row < height; ++row)
     for (std::size_t col = 0; col < 50; ++col)
       CHECK(back[row * 50 + col] == (col < width ? source[row * 50 + col] : -1));
@@ -78,11 +79,11 @@ TEST_CASE("2D copies move exactly the rows' widths, in every direction", "[copy]
   auto second = take(device_buffer<int>::allocate(40 * height));
   const auto second_side = op(second.data().get(), 40 * sizeof(int), detail::kind_id::device, device_id(0));
   REQUIRE_OK(fill_bytes(second, 0xff));
-  REQUIRE_OK(detail::copy_sync(second_side, device_side, sizeof(int), cudaMemcpyDeviceToDevice, "copy"));
+  REQUIRE_OK(engine::copy_sync(second_side, device_side, sizeof(int), cudaMemcpyDeviceToDevice, "copy"));
   // Rows 3 and 4, 37 elements each.
   const detail::operand two_rows{second.data().get() + 40 * 3, width, 2, 40 * sizeof(int), device_id(0),
                                  detail::kind_id::device};
-  REQUIRE_OK(detail::fill_sync(two_rows, sizeof(int), 0, "fill_bytes"));
+  REQUIRE_OK(engine::fill_sync(two_rows, sizeof(int), 0, "fill_bytes"));
   const auto second_rows = test::read_back(second.view());
   CHECK(second_rows[5] == source[5]);
   CHECK(second_rows[39] == -1);
@@ -193,9 +194,9 @@ TEST_CASE("2D copies between two devices go through the peer path", "[copy][2d][
   REQUIRE_OK(fill_bytes(on1, 0));
   const detail::operand dst{on1.data().get(), width, height, 40 * sizeof(int), device_id(1), detail::kind_id::device};
   const detail::operand src{on0.data().get(), width, height, 48 * sizeof(int), device_id(0), detail::kind_id::device};
-  REQUIRE_OK(detail::copy_sync(dst, src, sizeof(int), cudaMemcpyDeviceToDevice, "copy"));
+  REQUIRE_OK(engine::copy_sync(dst, src, sizeof(int), cudaMemcpyDeviceToDevice, "copy"));
   auto s1 = take(stream::create(device_id(1)));
-  REQUIRE_OK(detail::copy_async(dst, src, sizeof(int), cudaMemcpyDeviceToDevice, s1, "copy"));
+  REQUIRE_OK(engine::copy_async(dst, src, sizeof(int), cudaMemcpyDeviceToDevice, s1, "copy"));
   REQUIRE_OK(s1.synchronize());
   const auto back = test::read_back(on1.view());
   for (std::size_t row = 0; row < height; ++row)

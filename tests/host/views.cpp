@@ -4,6 +4,7 @@
 #include <cudamem/cudamem.hpp>
 
 #include "catch.hpp"
+#include "engine.hpp"
 
 #include <array>
 #include <cstdint>
@@ -380,14 +381,14 @@ TEST_CASE("the engine checks 2D operands once for every kind", "[copy][2d]") {
   std::vector<int> b(40);
   for (int i = 0; i < 40; ++i) b[i] = i;
   // 3 x 4 ints out of rows of 10 into rows of 5: only the 3 leading elements of each row move.
-  REQUIRE(detail::copy_sync(host2d(a.data(), 3, 4, 5 * sizeof(int)), host2d(b.data(), 3, 4, 10 * sizeof(int)),
+  REQUIRE(engine::copy_sync(host2d(a.data(), 3, 4, 5 * sizeof(int)), host2d(b.data(), 3, 4, 10 * sizeof(int)),
                             sizeof(int), cudaMemcpyHostToHost, "copy"));
   for (int row = 0; row < 4; ++row)
     for (int col = 0; col < 5; ++col) CHECK(a[row * 5 + col] == (col < 3 ? row * 10 + col : 0));
 
   // A 1D operand of as many elements reads as contiguous rows.
   std::vector<int> flat(12, -1);
-  REQUIRE(detail::copy_sync(host2d(flat.data(), 12, 1, 0), host2d(b.data(), 3, 4, 10 * sizeof(int)), sizeof(int),
+  REQUIRE(engine::copy_sync(host2d(flat.data(), 12, 1, 0), host2d(b.data(), 3, 4, 10 * sizeof(int)), sizeof(int),
                             cudaMemcpyHostToHost, "copy"));
   CHECK(flat[3] == 10);
   CHECK(flat[11] == 32);
@@ -416,7 +417,7 @@ TEST_CASE("the engine checks 2D operands once for every kind", "[copy][2d]") {
   REQUIRE(folded);
   CHECK(folded->dst.contiguous());
   std::vector<int> cleared(40, 5);
-  REQUIRE(detail::fill_sync(host2d(cleared.data(), 2, 4, 40), 4, 0, "fill_bytes"));
+  REQUIRE(engine::fill_sync(host2d(cleared.data(), 2, 4, 40), 4, 0, "fill_bytes"));
   CHECK(cleared[0] == 0);
   CHECK(cleared[2] == 5);
   CHECK(cleared[10] == 0);

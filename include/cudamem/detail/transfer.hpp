@@ -1,8 +1,7 @@
 // SPDX-License-Identifier: MIT
-// cudamem: the untyped transfer engine behind every copy and fill, 1D and 2D. An operand is rows:
-// an address, a width in elements, a height, a pitch in bytes, a device and a kind (a 1D view is one
-// row). The checks, the home device, the capture rule and the one CUDA call are written here once;
-// the typed layer (copy.hpp) decides direction and legality at compile time. Internal.
+// cudamem: the untyped transfer engine behind every copy and fill, 1D and 2D: the checks, the home
+// device, the capture rule and the one CUDA call, written once; copy.hpp decides direction and
+// legality at compile time. Internal.
 #pragma once
 
 #include <cudamem/detail/arith.hpp>
@@ -18,13 +17,12 @@
 
 namespace cudamem::detail {
 
-/// One side of a transfer, untyped.
+/// One side of a transfer, untyped: `width` elements per row, `pitch` bytes from one row to the next
+/// (ignored for one row); device_id::host() for host and pinned memory.
 struct operand {
   const void* addr = nullptr;
-  std::size_t width = 0;                 // elements per row
-  std::size_t height = 1;                // rows; 1 for a 1D view
-  std::size_t pitch = 0;                 // bytes from one row to the next; ignored when height is 1
-  device_id device = device_id::host();  // device_id::host() for host and pinned memory
+  std::size_t width = 0, height = 1, pitch = 0;
+  device_id device = device_id::host();
   kind_id kind = kind_id::host;
 };
 
@@ -65,16 +63,6 @@ inline result<region> check_operand(const operand& o, std::size_t elem_size, con
   return r;
 }
 
-/// The device whose limits and legacy stream a transfer uses: the first operand on a device, else
-/// the current device.
-inline result<device_id> home_of(const region& a, const region* b, const char* api) noexcept {
-  if (a.on_device()) return a.device;
-  if (b != nullptr && b->on_device()) return b->device;
-  auto current = current_device();
-  if (!current) return current.error().with_api(api);
-  return *current;
-}
-
 /// A checked transfer: a copy of src into dst, or (fill) every byte of dst set to value.
 struct plan {
   region dst, src;
@@ -82,21 +70,25 @@ struct plan {
   bool fill = false;
   unsigned char value = 0;
 
-  [[nodiscard]] bool peer() const noexcept {
-    return !fill && dst.kind == kind_id::device && src.kind == kind_id::device && dst.device != src.device;
-  }
+  [[nodiscard]] const region* other() const noexcept { return fill ? nullptr : &src; }
+  [[nodiscard]] bool flat() const noexcept { return dst.contiguous() && (fill || src.contiguous()); }
   [[nodiscard]] bool pageable() const noexcept {
     return dst.kind == kind_id::host && (fill || src.kind == kind_id::host);
   }
-  [[nodiscard]] const region* other() const noexcept { return fill ? nullptr : &src; }
+  [[nodiscard]] bool peer() const noexcept {
+    return !fill && dst.kind == kind_id::device && src.kind == kind_id::device && dst.device != src.device;
+  }
+  /// The operand whose device runs the transfer: the first on a device, else none (the current device).
+  [[nodiscard]] const region* home() const noexcept {
+    return dst.on_device() ? &dst : other() != nullptr && src.on_device() ? &src : nullptr;
+  }
 };
 
 /// A 2D transfer may not use a pitch beyond cudaDevAttrMaxPitch, which the driver does not check.
 inline status check_pitch_limits(const plan& p, const char* api) noexcept {
-  if (p.pageable() || (p.dst.contiguous() && (p.fill || p.src.contiguous()))) return {};
-  auto home = home_of(p.dst, p.other(), api);
-  if (!home) return home.error();
-  auto limit = max_pitch(*home);
+  if (p.pageable() || p.flat()) return {};
+  auto home = p.home() != nullptr ? result<device_id>(p.home()->device) : current_device();
+  auto limit = home ? max_pitch(*home) : result<std::size_t>(home.error());
   if (!limit) return limit.error().with_api(api);
   for (const region* r : {&p.dst, p.other()})
     if (r != nullptr && !r->contiguous() && r->pitch > *limit)
@@ -129,7 +121,7 @@ inline result<plan> plan_copy(operand dst, operand src, std::size_t elem_size, c
   const auto to = reinterpret_cast<std::uintptr_t>(p.dst.addr), from = reinterpret_cast<std::uintptr_t>(p.src.addr);
   if (to < from + p.src.footprint && from < to + p.dst.footprint)
     return error(errc::overlap, api, "source and destination overlap");
-  if (auto ok = check_pitch_limits(p, api); !ok) return ok.error();
+  CUDAMEM_TRY(check_pitch_limits(p, api));
   return p;
 }
 
@@ -139,56 +131,62 @@ inline result<plan> plan_fill(const operand& dst, std::size_t elem_size, unsigne
   auto d = check_operand(dst, elem_size, "dst", api);
   if (!d) return d.error();
   plan p{*d, {}, cudaMemcpyDefault, true, value};
-  if (p.dst.empty()) return p;
-  if (auto ok = check_pitch_limits(p, api); !ok) return ok.error();
+  if (!p.dst.empty()) CUDAMEM_TRY(check_pitch_limits(p, api));
   return p;
 }
 
 /// The one CUDA call of a checked, non-empty plan, ordered on `stream`. Does not synchronize.
 inline status enqueue(const plan& p, cudaStream_t stream, const char* api) noexcept {
-  const region& d = p.dst;
-  const region& s = p.src;
-  const bool flat = d.contiguous() && (p.fill || s.contiguous());
-  if (p.fill && flat)
+  const region &d = p.dst, &s = p.src;
+  if (p.fill && p.flat())
     return check(cudaMemsetAsync(d.addr, p.value, d.row_bytes * d.rows, stream), api, "cudaMemsetAsync");
   if (p.fill)
     return check(cudaMemset2DAsync(d.addr, d.pitch, p.value, d.row_bytes, d.rows, stream), api, "cudaMemset2DAsync");
-  if (flat && p.peer())
+  if (p.flat() && p.peer())
     return check(cudaMemcpyPeerAsync(d.addr, d.device.get(), s.addr, s.device.get(), d.row_bytes * d.rows, stream), api,
                  "cudaMemcpyPeerAsync");
-  if (flat)
+  if (p.flat())
     return check(cudaMemcpyAsync(d.addr, s.addr, d.row_bytes * d.rows, p.direction, stream), api, "cudaMemcpyAsync");
   if (p.peer()) {
-    cudaMemcpy3DPeerParms parms{};
-    parms.dstPtr = {d.addr, d.pitch, d.row_bytes, d.rows};
-    parms.dstDevice = d.device.get();
-    parms.srcPtr = {s.addr, s.pitch, s.row_bytes, s.rows};
-    parms.srcDevice = s.device.get();
-    parms.extent = {d.row_bytes, d.rows, 1};
+    const cudaMemcpy3DPeerParms parms{nullptr,
+                                      {},
+                                      {s.addr, s.pitch, s.row_bytes, s.rows},
+                                      s.device.get(),
+                                      nullptr,
+                                      {},
+                                      {d.addr, d.pitch, d.row_bytes, d.rows},
+                                      d.device.get(),
+                                      {d.row_bytes, d.rows, 1}};
     return check(cudaMemcpy3DPeerAsync(&parms, stream), api, "cudaMemcpy3DPeerAsync");
   }
   return check(cudaMemcpy2DAsync(d.addr, d.pitch, s.addr, s.pitch, d.row_bytes, d.rows, p.direction, stream), api,
                "cudaMemcpy2DAsync");
 }
 
-/// A synchronous operation runs on the legacy default stream. While a blocking stream of the
-/// current device captures, that stream would join the capture and invalidate it: refuse before
-/// anything is written. The query never disturbs a capture.
+/// While a blocking stream of the current device captures, the legacy default stream would join the
+/// capture and invalidate it: a synchronous operation is refused first. The query disturbs nothing.
 inline status refuse_during_capture(const char* api) noexcept {
-  auto capturing = joins_capture(cudaStreamLegacy, api);
-  if (!capturing) return capturing.error();
-  if (*capturing)
-    return error(errc::capture_active, api,
-                 "a blocking stream is capturing a graph, and the legacy default stream would join it; use the "
-                 "stream-ordered form on the capturing stream");
-  return {};
+  return refuse_capture(cudaStreamLegacy, api,
+                        "a blocking stream is capturing a graph, and the legacy default stream would join it; use the "
+                        "stream-ordered form on the capturing stream");
+}
+
+/// Whether the plan copies from one device's memory to host-side memory (pageable or pinned), the
+/// direction in which cudaMemcpy itself returns only once the copy has completed (CUDA's API
+/// synchronization rules) and costs no more than an enqueue and a synchronize. Builds with
+/// per-thread default streams map cudaMemcpy to the per-thread stream: not used there.
+inline bool device_to_host(const plan& p) noexcept {
+#if defined(CUDA_API_PER_THREAD_DEFAULT_STREAM)
+  return false;
+#else
+  return !p.fill && p.src.kind == kind_id::device && (p.dst.kind == kind_id::host || p.dst.kind == kind_id::pinned);
+#endif
 }
 
 /// Runs a plan to completion. Pageable memory only: the host does it (no stream-ordered work can
-/// touch pageable memory). Else on the legacy default stream of the home device, after earlier work
-/// there and, when the plan touches another device, after earlier work on that device's legacy
-/// stream. The thread runs in relaxed capture mode meanwhile, so captures elsewhere go on; one the
-/// legacy stream would join is refused first. Synchronizes.
+/// touch it). Else on the legacy stream of the home device, after earlier work there and on the
+/// other device's legacy stream. cudaMemcpy never disturbs a capture elsewhere; a synchronize would
+/// (in global and thread-local mode), so the thread is in relaxed capture mode around it.
 inline status run_sync(const result<plan>& checked, const char* api) noexcept {
   if (!checked) return checked.error();
   const plan& p = *checked;
@@ -201,19 +199,23 @@ inline status run_sync(const result<plan>& checked, const char* api) noexcept {
     }
     return {};
   }
-  // Host-side memory only (pinned): the current device's legacy stream, asked once.
-  const region* on_device = p.dst.on_device() ? &p.dst : p.other() != nullptr && p.src.on_device() ? &p.src : nullptr;
-  auto guard = on_device != nullptr ? device_guard::set(on_device->device) : device_guard::keep_current();
+  const region* home = p.home();
+  auto guard = home != nullptr ? device_guard::set(home->device) : device_guard::keep_current();
   if (!guard) return guard.error().with_api(api);
+  CUDAMEM_TRY(refuse_during_capture(api));
+  const region &d = p.dst, &s = p.src;
+  if (device_to_host(p) && p.flat())
+    return check(cudaMemcpy(d.addr, s.addr, d.row_bytes * d.rows, p.direction), api, "cudaMemcpy");
+  if (device_to_host(p))
+    return check(cudaMemcpy2D(d.addr, d.pitch, s.addr, s.pitch, d.row_bytes, d.rows, p.direction), api, "cudaMemcpy2D");
   relaxed_capture_scope relaxed;
-  if (auto ok = refuse_during_capture(api); !ok) return ok;
-  if (on_device == &p.dst && p.other() != nullptr && p.src.on_device() && p.src.device != p.dst.device) {
-    auto other_guard = device_guard::set(p.src.device);
+  if (home == &d && !p.fill && s.on_device() && s.device != d.device) {
+    auto other_guard = device_guard::set(s.device);
     if (!other_guard) return other_guard.error().with_api(api);
-    if (auto ok = refuse_during_capture(api); !ok) return ok;
-    if (auto ok = check(cudaStreamSynchronize(cudaStreamLegacy), api, "cudaStreamSynchronize"); !ok) return ok;
+    CUDAMEM_TRY(refuse_during_capture(api));
+    CUDAMEM_TRY(check(cudaStreamSynchronize(cudaStreamLegacy), api, "cudaStreamSynchronize"));
   }
-  if (auto ok = enqueue(p, cudaStreamLegacy, api); !ok) return ok;
+  CUDAMEM_TRY(enqueue(p, cudaStreamLegacy, api));
   return check(cudaStreamSynchronize(cudaStreamLegacy), api, "cudaStreamSynchronize");
 }
 
@@ -223,22 +225,6 @@ inline status run_async(const result<plan>& checked, stream_ref s, const char* a
     return error(errc::invalid_argument, api, "the stream was moved from");
   if (!checked) return checked.error();
   return checked->dst.empty() ? status() : enqueue(*checked, s.get(), api);
-}
-
-inline status copy_sync(const operand& dst, const operand& src, std::size_t elem_size, cudaMemcpyKind direction,
-                        const char* api) noexcept {
-  return run_sync(plan_copy(dst, src, elem_size, direction, api), api);
-}
-inline status copy_async(const operand& dst, const operand& src, std::size_t elem_size, cudaMemcpyKind direction,
-                         stream_ref s, const char* api) noexcept {
-  return run_async(plan_copy(dst, src, elem_size, direction, api), s, api);
-}
-inline status fill_sync(const operand& dst, std::size_t elem_size, unsigned char value, const char* api) noexcept {
-  return run_sync(plan_fill(dst, elem_size, value, api), api);
-}
-inline status fill_async(const operand& dst, std::size_t elem_size, unsigned char value, stream_ref s,
-                         const char* api) noexcept {
-  return run_async(plan_fill(dst, elem_size, value, api), s, api);
 }
 
 /// A kernel the library launches on `launch` may touch `r` only where that device can reach it:
