@@ -17,6 +17,9 @@
 #include <cudamem/buffer.hpp>
 #include <cudamem/detail/transfer.hpp>
 #include <cudamem/span.hpp>
+#if defined(__CUDACC__)
+#include <cudamem/detail/copy2d.hpp>  // the 2D copy kernel, registered with the engine
+#endif
 
 #include <cstddef>
 #include <type_traits>

@@ -93,6 +93,49 @@ TEST_CASE("2D copies move exactly the rows' widths, in every direction", "[copy]
   CHECK(second_rows[40 * 5 + 5] == source[50 * 5 + 5]);  // the row after it untouched
 }
 
+TEST_CASE("device-to-device 2D copies match a reference on every path of the copy kernel", "[copy][2d]") {
+  REQUIRE(detail::copy2d_kernel != nullptr);  // registered by this nvcc-compiled test program
+  struct shape {
+    std::size_t row_bytes, rows, dpitch, spitch, doffset, soffset;
+  };
+  // 16-, 8-, 4-byte accesses, rows with a tail, wide and narrow rows, sub-views, one row, and
+  // 2-byte aligned offsets that take cudaMemcpy2DAsync.
+  const shape shapes[] = {{4096, 33, 8192, 4608, 0, 0}, {16380, 7, 16384, 16384, 0, 0},  {112, 300, 512, 128, 0, 0},
+                          {1001, 40, 1024, 1536, 0, 0}, {24, 1000, 32, 40, 8, 16},       {100, 64, 200, 104, 4, 4},
+                          {5000, 3, 6000, 5008, 16, 0}, {7, 500, 16, 64, 0, 0},          {300, 20, 320, 304, 2, 6},
+                          {64, 1, 128, 128, 16, 32},    {2048, 600, 2048, 4096, 0, 2048}};
+  auto s = take(stream::create());
+  for (const shape& sh : shapes) {
+    INFO("rows of " << sh.row_bytes << " B x " << sh.rows << ", pitches " << sh.dpitch << "/" << sh.spitch
+                    << ", offsets " << sh.doffset << "/" << sh.soffset);
+    const std::size_t dbytes = sh.dpitch * sh.rows + 64, sbytes = sh.spitch * sh.rows + 64;
+    auto dst = take(device_buffer<unsigned char>::allocate(dbytes));
+    auto src = take(device_buffer<unsigned char>::allocate(sbytes));
+    const auto pattern = test::random_vector<unsigned char>(sbytes, test::fresh_seed());
+    REQUIRE_OK(copy(src, span(pattern)));
+    const auto at = [](auto& b, std::size_t offset, std::size_t pitch, std::size_t width, std::size_t rows) {
+      return detail::operand{b.data().get() + offset, width, rows, pitch, device_id(0), detail::kind_id::device};
+    };
+    const auto d = at(dst, sh.doffset, sh.dpitch, sh.row_bytes, sh.rows);
+    const auto sr = at(src, sh.soffset, sh.spitch, sh.row_bytes, sh.rows);
+    for (const bool ordered : {true, false}) {
+      REQUIRE_OK(fill_bytes(dst, test::poison));
+      if (ordered) {
+        REQUIRE_OK(engine::copy_async(d, sr, 1, cudaMemcpyDeviceToDevice, s, "copy"));
+        REQUIRE_OK(s.synchronize());
+      } else {
+        REQUIRE_OK(engine::copy_sync(d, sr, 1, cudaMemcpyDeviceToDevice, "copy"));
+      }
+      const auto got = test::read_back(dst.view());
+      std::vector<unsigned char> want(dbytes, static_cast<unsigned char>(test::poison));
+      for (std::size_t r = 0; r < sh.rows; ++r)
+        std::memcpy(want.data() + sh.doffset + r * sh.dpitch, pattern.data() + sh.soffset + r * sh.spitch,
+                    sh.row_bytes);
+      CHECK(got == want);
+    }
+  }
+}
+
 TEST_CASE("the typed fill writes the rows of a 2D view and not their padding", "[fill][2d]") {
   auto s = take(stream::create());
   auto dev = take(device_buffer<float>::allocate(32 * 5));
@@ -202,4 +245,25 @@ TEST_CASE("2D copies between two devices go through the peer path", "[copy][2d][
   for (std::size_t row = 0; row < height; ++row)
     for (std::size_t col = 0; col < 40; ++col)
       CHECK(back[row * 40 + col] == (col < width ? values[row * 48 + col] : 0));
+}
+
+TEST_CASE("a 2D copy within one device, ordered on another device's stream, leaves the kernel out",
+          "[copy][2d][multi_gpu]") {
+  constexpr std::size_t width = 1000, height = 50;
+  auto a = take(device_buffer<int>::allocate(1024 * height, device_id(0)));
+  auto b = take(device_buffer<int>::allocate(1024 * height, device_id(0)));
+  const auto values = test::random_vector<int>(1024 * height, test::fresh_seed());
+  REQUIRE_OK(copy(a, span(values)));
+  REQUIRE_OK(fill_bytes(b, 0));
+  const detail::operand dst{b.data().get(), width, height, 1024 * sizeof(int), device_id(0), detail::kind_id::device};
+  const detail::operand src{a.data().get(), width, height, 1024 * sizeof(int), device_id(0), detail::kind_id::device};
+  // A kernel on device 1 could not reach device 0's memory; cudaMemcpy2DAsync on that stream can.
+  auto s1 = take(stream::create(device_id(1)));
+  REQUIRE_OK(engine::copy_async(dst, src, sizeof(int), cudaMemcpyDeviceToDevice, s1, "copy"));
+  REQUIRE_OK(s1.synchronize());
+  const auto back = test::read_back(b.view());
+  for (std::size_t row = 0; row < height; row += 7)
+    for (std::size_t col = 0; col < 1024; col += 3)
+      CHECK(back[row * 1024 + col] == (col < width ? values[row * 1024 + col] : 0));
+  CHECK(cudaGetLastError() == cudaSuccess);
 }

@@ -135,9 +135,15 @@ inline result<plan> plan_fill(const operand& dst, std::size_t elem_size, unsigne
   return p;
 }
 
-/// The one CUDA call of a checked, non-empty plan, ordered on `stream`. Does not synchronize.
-inline status enqueue(const plan& p, cudaStream_t stream, const char* api) noexcept {
+/// The library's 2D copy kernel, set by the first translation unit that nvcc compiles with cudamem
+/// (detail/copy2d.hpp); null in programs without one. It answers false where it would lose to
+/// cudaMemcpy2DAsync (the caller then calls that) and true once it has launched.
+inline result<bool> (*copy2d_kernel)(const plan&, stream_ref, const char*) noexcept = nullptr;
+
+/// The one CUDA call of a checked, non-empty plan, ordered on `s`. Does not synchronize.
+inline status enqueue(const plan& p, stream_ref on, const char* api) noexcept {
   const region &d = p.dst, &s = p.src;
+  const cudaStream_t stream = on.get();
   if (p.fill && p.flat())
     return check(cudaMemsetAsync(d.addr, p.value, d.row_bytes * d.rows, stream), api, "cudaMemsetAsync");
   if (p.fill)
@@ -158,6 +164,10 @@ inline status enqueue(const plan& p, cudaStream_t stream, const char* api) noexc
                                       d.device.get(),
                                       {d.row_bytes, d.rows, 1}};
     return check(cudaMemcpy3DPeerAsync(&parms, stream), api, "cudaMemcpy3DPeerAsync");
+  }
+  if (copy2d_kernel != nullptr && d.kind == kind_id::device && s.kind == kind_id::device) {
+    auto launched = copy2d_kernel(p, on, api);
+    if (!launched || *launched) return launched ? status() : launched.error();
   }
   return check(cudaMemcpy2DAsync(d.addr, d.pitch, s.addr, s.pitch, d.row_bytes, d.rows, p.direction, stream), api,
                "cudaMemcpy2DAsync");
@@ -215,7 +225,7 @@ inline status run_sync(const result<plan>& checked, const char* api) noexcept {
     CUDAMEM_TRY(refuse_during_capture(api));
     CUDAMEM_TRY(check(cudaStreamSynchronize(cudaStreamLegacy), api, "cudaStreamSynchronize"));
   }
-  CUDAMEM_TRY(enqueue(p, cudaStreamLegacy, api));
+  CUDAMEM_TRY(enqueue(p, stream_ref::legacy(), api));
   return check(cudaStreamSynchronize(cudaStreamLegacy), api, "cudaStreamSynchronize");
 }
 
@@ -224,7 +234,7 @@ inline status run_async(const result<plan>& checked, stream_ref s, const char* a
   if (!s.valid()) [[unlikely]]
     return error(errc::invalid_argument, api, "the stream was moved from");
   if (!checked) return checked.error();
-  return checked->dst.empty() ? status() : enqueue(*checked, s.get(), api);
+  return checked->dst.empty() ? status() : enqueue(*checked, s, api);
 }
 
 /// A kernel the library launches on `launch` may touch `r` only where that device can reach it:

@@ -1,0 +1,183 @@
+// SPDX-License-Identifier: MIT
+// bench_2d: cudamem's stream-ordered 2D copies against cudaMemcpy2DAsync, in the same run, on the
+// same stream and memory, timed with events (GB/s of payload copied, higher is better). Device-to-
+// device copies on one device run cudamem's 2D copy kernel in nvcc builds; host-device copies from
+// pinned memory go through cudaMemcpy2DAsync on both sides. Every destination is poisoned before
+// the row and checked against the source after it. Exits 77 when there is no CUDA device.
+#include "harness.hpp"
+
+namespace {
+
+using namespace cudamem;
+
+struct shape {
+  const char* what;      // element type, for the row name
+  std::size_t elem;      // its size in bytes
+  std::size_t width;     // elements per row
+  std::size_t height;    // rows
+  std::size_t dpitch;    // bytes
+  std::size_t spitch;    // bytes
+  std::size_t offset;    // bytes into each row where the view starts (a sub-view), both sides
+  double target;         // on cudamem / cudaMemcpy2DAsync
+};
+
+std::string name_of(const shape& s, const char* direction) {
+  char text[160];
+  std::snprintf(text, sizeof text, "%s %zu x %zu B %s (pitch %zu/%zu%s)", direction, s.height, s.width * s.elem, s.what,
+                s.dpitch, s.spitch, s.offset != 0 ? ", sub-view" : "");
+  return text;
+}
+
+// The view cudamem copies: rows of `width` elements of `elem` bytes, `pitch` bytes apart.
+detail::operand rows_of(void* first, const shape& s, std::size_t pitch, detail::kind_id kind) {
+  const device_id where = kind == detail::kind_id::device ? device_id(0) : device_id::host();
+  return {static_cast<char*>(first) + s.offset, s.width, s.height, pitch, where, kind};
+}
+
+status copy_rows(const detail::operand& dst, const detail::operand& src, std::size_t elem, cudaMemcpyKind kind,
+                 stream_ref s) {
+  return detail::run_async(detail::plan_copy(dst, src, elem, kind, "copy"), s, "copy");
+}
+
+// Bytes [offset, offset + width * elem) of each row of `got` and `want` are equal, and (dst) the
+// bytes outside them still hold `poison`.
+void expect_rows(const std::vector<unsigned char>& got, std::size_t gpitch, const std::vector<unsigned char>& want,
+                 std::size_t wpitch, const shape& s, unsigned char poison, const char* what) {
+  const std::size_t row = s.width * s.elem;
+  for (std::size_t r = 0; r < s.height; ++r) {
+    const unsigned char* g = got.data() + r * gpitch;
+    if (std::memcmp(g + s.offset, want.data() + r * wpitch + s.offset, row) != 0)
+      fail(what, "the copied rows differ from the source");
+    for (std::size_t b = 0; b < gpitch; ++b)
+      if ((b < s.offset || b >= s.offset + row) && g[b] != poison) fail(what, "a byte outside the copied rows changed");
+  }
+}
+
+std::vector<unsigned char> read_device(const void* p, std::size_t bytes) {
+  std::vector<unsigned char> out(bytes);
+  check(cudaMemcpy(out.data(), p, bytes, cudaMemcpyDeviceToHost), "cudaMemcpy");
+  return out;
+}
+
+void device_row(std::vector<row>& rows, const options& opt, const shape& s, stream_ref st, const event& start,
+                const event& stop) {
+  const std::size_t dbytes = s.dpitch * s.height, sbytes = s.spitch * s.height;
+  auto dst = take(device_buffer<unsigned char>::allocate(dbytes), "device_buffer::allocate");
+  auto src = take(device_buffer<unsigned char>::allocate(sbytes), "device_buffer::allocate");
+  std::vector<unsigned char> pattern(sbytes);
+  write_pattern(reinterpret_cast<std::byte*>(pattern.data()), sbytes, s.width * 31 + s.height);
+  check(copy(src, span(pattern)), "copy");
+  constexpr unsigned char poison = 0xa5;
+  check(fill_bytes(dst, poison), "fill_bytes");
+  const auto d = rows_of(dst.data().get(), s, s.dpitch, detail::kind_id::device);
+  const auto sr = rows_of(src.data().get(), s, s.spitch, detail::kind_id::device);
+  const std::size_t row_bytes = s.width * s.elem;
+  char* const raw_dst = static_cast<char*>(const_cast<void*>(d.addr));
+  const char* const raw_src = static_cast<const char*>(sr.addr);
+  const cudaStream_t raw_stream = st.get();
+  // cudamem's copy first, checked; then both sides timed; then the raw side's result checked too.
+  check(copy_rows(d, sr, s.elem, cudaMemcpyDeviceToDevice, st), "copy");
+  check(st.synchronize(), "stream::synchronize");
+  expect_rows(read_device(dst.data().get(), dbytes), s.dpitch, pattern, s.spitch, s, poison, "cudamem 2D copy");
+  rows.push_back(bandwidth(
+      name_of(s, "D2D"), "GB/s", row_bytes * s.height, opt, st, start, stop,
+      [=] {
+        check(cudaMemcpy2DAsync(raw_dst, s.dpitch, raw_src, s.spitch, row_bytes, s.height, cudaMemcpyDeviceToDevice,
+                                raw_stream),
+              "cudaMemcpy2DAsync");
+      },
+      [=] { check(copy_rows(d, sr, s.elem, cudaMemcpyDeviceToDevice, st), "copy"); }));
+  rows.back().target = s.target;
+  check(fill_bytes(dst, poison), "fill_bytes");
+  check(cudaMemcpy2DAsync(raw_dst, s.dpitch, raw_src, s.spitch, row_bytes, s.height, cudaMemcpyDeviceToDevice,
+                          raw_stream),
+        "cudaMemcpy2DAsync");
+  check(st.synchronize(), "stream::synchronize");
+  expect_rows(read_device(dst.data().get(), dbytes), s.dpitch, pattern, s.spitch, s, poison, "cudaMemcpy2DAsync");
+}
+
+// Pinned host to device and back, 2D, both sides through cudaMemcpy2DAsync.
+void host_rows(std::vector<row>& rows, const options& opt, const shape& s, stream_ref st, const event& start,
+               const event& stop) {
+  const std::size_t bytes = s.dpitch * s.height, row_bytes = s.width * s.elem;
+  auto host = take(pinned_buffer<unsigned char>::allocate(bytes), "pinned_buffer::allocate");
+  auto dev = take(device_buffer<unsigned char>::allocate(bytes), "device_buffer::allocate");
+  write_pattern(reinterpret_cast<std::byte*>(host.data().get()), bytes, 7);
+  const std::vector<unsigned char> pattern(host.data().get(), host.data().get() + bytes);
+  constexpr unsigned char poison = 0x3c;
+  check(fill_bytes(dev, poison), "fill_bytes");
+  const auto h = rows_of(host.data().get(), s, s.dpitch, detail::kind_id::pinned);
+  const auto d = rows_of(dev.data().get(), s, s.dpitch, detail::kind_id::device);
+  unsigned char* const raw_host = host.data().get();
+  unsigned char* const raw_dev = dev.data().get();
+  const cudaStream_t raw_stream = st.get();
+  const std::size_t pitch = s.dpitch, height = s.height;
+  rows.push_back(bandwidth(
+      name_of(s, "H2D"), "GB/s", row_bytes * height, opt, st, start, stop,
+      [=] {
+        check(cudaMemcpy2DAsync(raw_dev, pitch, raw_host, pitch, row_bytes, height, cudaMemcpyHostToDevice, raw_stream),
+              "cudaMemcpy2DAsync");
+      },
+      [=] { check(copy_rows(d, h, s.elem, cudaMemcpyHostToDevice, st), "copy"); }));
+  check(st.synchronize(), "stream::synchronize");
+  expect_rows(read_device(raw_dev, bytes), pitch, pattern, pitch, s, poison, "2D H2D");
+  std::memset(raw_host, poison, bytes);
+  rows.push_back(bandwidth(
+      name_of(s, "D2H"), "GB/s", row_bytes * height, opt, st, start, stop,
+      [=] {
+        check(cudaMemcpy2DAsync(raw_host, pitch, raw_dev, pitch, row_bytes, height, cudaMemcpyDeviceToHost, raw_stream),
+              "cudaMemcpy2DAsync");
+      },
+      [=] { check(copy_rows(h, d, s.elem, cudaMemcpyDeviceToHost, st), "copy"); }));
+  check(st.synchronize(), "stream::synchronize");
+  expect_rows(std::vector<unsigned char>(raw_host, raw_host + bytes), pitch, pattern, pitch, s, poison, "2D D2H");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  bench_name = "bench_2d";
+  const options opt = parse_options(argc, argv);
+  int device_count = 0;
+  if (const cudaError_t code = cudaGetDeviceCount(&device_count); code != cudaSuccess || device_count == 0) {
+    std::fprintf(stderr, "no CUDA device (%s)\n",
+                 code != cudaSuccess ? cudaGetErrorString(code) : "cudaGetDeviceCount returned 0");
+    return 77;
+  }
+  cudaDeviceProp properties{};
+  check(cudaGetDeviceProperties(&properties, 0), "cudaGetDeviceProperties");
+  std::printf("bench_2d: cudamem %d.%d.%d against cudaMemcpy2DAsync on %s; %d trials per side, medians\n\n",
+              CUDAMEM_VERSION_MAJOR, CUDAMEM_VERSION_MINOR, CUDAMEM_VERSION_PATCH, properties.name, opt.reps);
+  // Heights scale with --bytes (default 1 GiB of destination footprint), so --quick stays small.
+  const std::size_t budget = opt.bytes;
+  const auto rows_for = [&](std::size_t pitch) { return std::max<std::size_t>(1, budget / pitch); };
+  const shape shapes[] = {
+      {"char", 1, 65520, rows_for(65536), 65536, 65536, 0, 2.2},
+      {"float", 4, 4092, rows_for(16384), 16384, 16384, 0, 1.1},
+      {"double", 8, 128, rows_for(2048), 1024, 2048, 0, 1.1},
+      {"float", 4, 28, rows_for(512), 512, 512, 0, 1.1},
+      {"struct12", 12, 1365, rows_for(16384), 16384, 16384, 0, 1.1},
+      {"double", 8, 4096, rows_for(65536), 65536, 65536, 16384, 1.1},
+      {"float", 4, 60, 256, 512, 512, 0, 0.98},
+      {"char", 1, 1001, 4096, 1024, 1536, 0, 0.98},
+  };
+  const auto st = take(stream::create(), "stream::create");
+  const auto start = take(event::create(), "event::create");
+  const auto stop = take(event::create(), "event::create");
+  std::vector<row> rows;
+  for (const shape& s : shapes) device_row(rows, opt, s, st, start, stop);
+  const shape host_shapes[] = {
+      {"char", 1, 65520, rows_for(65536) / 4, 65536, 65536, 0, 0.99},
+      {"char", 1, 1000, rows_for(1024) / 4, 1024, 1024, 0, 0.99},
+      {"char", 1, 64, rows_for(128) / 16, 128, 128, 0, 0.99},
+  };
+  for (const shape& s : host_shapes) host_rows(rows, opt, s, st, start, stop);
+  print_table(rows);
+  std::printf("\n");
+  print_summary(rows);
+  if (opt.json_path != nullptr) {
+    write_json(opt.json_path, rows, properties.name);
+    std::printf("wrote %s\n", opt.json_path);
+  }
+  return 0;
+}
