@@ -15,11 +15,9 @@
 #pragma once
 
 #include <cudamem/buffer.hpp>
+#include <cudamem/detail/copy2d.hpp>  // nvcc: the 2D copy kernel, registered with the engine
 #include <cudamem/detail/transfer.hpp>
 #include <cudamem/span.hpp>
-#if defined(__CUDACC__)
-#include <cudamem/detail/copy2d.hpp>  // the 2D copy kernel, registered with the engine
-#endif
 
 #include <cstddef>
 #include <type_traits>

@@ -2135,6 +2135,12 @@ using managed_buffer = buffer<T, managed>;
 /// Compile-time rules: element types match, dst is not const; stream-ordered forms take no pageable
 /// memory and no temporary owner (one that would free its memory while the operation is queued).
 
+// cudamem: the 2D device-to-device copy kernel (nvcc only). cudaMemcpy2DAsync moves pitched rows on
+// one device at well under the speed of a 1D copy; a kernel with the widest accesses both sides'
+// alignment allows, several loads in flight per thread and a grid that fills the chip gets close to
+// it. Included by copy.hpp in nvcc builds; the first such translation unit registers the kernel
+// with the engine, so every copy of the program uses it. Internal.
+
 // cudamem: the untyped transfer engine behind every copy and fill, 1D and 2D: the checks, the home
 // device, the capture rule and the one CUDA call, written once; copy.hpp decides direction and
 // legality at compile time. Internal.
@@ -2266,9 +2272,15 @@ inline result<plan> plan_fill(const operand& dst, std::size_t elem_size, unsigne
   return p;
 }
 
-/// The one CUDA call of a checked, non-empty plan, ordered on `stream`. Does not synchronize.
-inline status enqueue(const plan& p, cudaStream_t stream, const char* api) noexcept {
+/// The library's 2D copy kernel, set by the first translation unit that nvcc compiles with cudamem
+/// (detail/copy2d.hpp); null in programs without one. It answers false where it would lose to
+/// cudaMemcpy2DAsync (the caller then calls that) and true once it has launched.
+inline result<bool> (*copy2d_kernel)(const plan&, stream_ref, const char*) noexcept = nullptr;
+
+/// The one CUDA call of a checked, non-empty plan, ordered on `s`. Does not synchronize.
+inline status enqueue(const plan& p, stream_ref on, const char* api) noexcept {
   const region &d = p.dst, &s = p.src;
+  const cudaStream_t stream = on.get();
   if (p.fill && p.flat())
     return check(cudaMemsetAsync(d.addr, p.value, d.row_bytes * d.rows, stream), api, "cudaMemsetAsync");
   if (p.fill)
@@ -2289,6 +2301,10 @@ inline status enqueue(const plan& p, cudaStream_t stream, const char* api) noexc
                                       d.device.get(),
                                       {d.row_bytes, d.rows, 1}};
     return check(cudaMemcpy3DPeerAsync(&parms, stream), api, "cudaMemcpy3DPeerAsync");
+  }
+  if (copy2d_kernel != nullptr && d.kind == kind_id::device && s.kind == kind_id::device) {
+    auto launched = copy2d_kernel(p, on, api);
+    if (!launched || *launched) return launched ? status() : launched.error();
   }
   return check(cudaMemcpy2DAsync(d.addr, d.pitch, s.addr, s.pitch, d.row_bytes, d.rows, p.direction, stream), api,
                "cudaMemcpy2DAsync");
@@ -2346,7 +2362,7 @@ inline status run_sync(const result<plan>& checked, const char* api) noexcept {
     CUDAMEM_TRY(refuse_during_capture(api));
     CUDAMEM_TRY(check(cudaStreamSynchronize(cudaStreamLegacy), api, "cudaStreamSynchronize"));
   }
-  CUDAMEM_TRY(enqueue(p, cudaStreamLegacy, api));
+  CUDAMEM_TRY(enqueue(p, stream_ref::legacy(), api));
   return check(cudaStreamSynchronize(cudaStreamLegacy), api, "cudaStreamSynchronize");
 }
 
@@ -2355,7 +2371,7 @@ inline status run_async(const result<plan>& checked, stream_ref s, const char* a
   if (!s.valid()) [[unlikely]]
     return error(errc::invalid_argument, api, "the stream was moved from");
   if (!checked) return checked.error();
-  return checked->dst.empty() ? status() : enqueue(*checked, s.get(), api);
+  return checked->dst.empty() ? status() : enqueue(*checked, s, api);
 }
 
 /// A kernel the library launches on `launch` may touch `r` only where that device can reach it:
@@ -2370,6 +2386,125 @@ inline status check_kernel_access(device_id launch, const region& r, const char*
 }
 
 }  // namespace cudamem::detail
+
+#include <cstddef>
+#include <cstdint>
+
+#if defined(__CUDACC__)
+namespace cudamem::detail {
+
+inline constexpr unsigned copy2d_threads = 256, copy2d_unroll = 4;
+
+struct copy2d_args {
+  char* dst;
+  const char* src;
+  std::size_t dpitch, spitch;
+  unsigned vecs, rows, tail;  // per row: `vecs` elements of V, then `tail` bytes (< sizeof(V))
+};
+
+// The last `tail` bytes of every row, one byte per thread over the whole grid.
+template <class V>
+__device__ void copy2d_tails(const copy2d_args& a) {
+  const std::size_t first = std::size_t{blockIdx.y * gridDim.x + blockIdx.x} * blockDim.x + threadIdx.x;
+  const std::size_t step = std::size_t{gridDim.x} * gridDim.y * blockDim.x, total = std::size_t{a.rows} * a.tail;
+  for (std::size_t k = first; k < total; k += step) {
+    const std::size_t r = k / a.tail, at = a.vecs * sizeof(V) + (k - r * a.tail);
+    a.dst[r * a.dpitch + at] = a.src[r * a.spitch + at];
+  }
+}
+
+// Wide rows: blockIdx.y walks the rows, each block's threads a stretch of the row; every thread
+// loads its `copy2d_unroll` elements before it stores any.
+template <class V>
+__global__ void __launch_bounds__(copy2d_threads) copy2d_wide(copy2d_args a) {
+  const unsigned step = gridDim.x * copy2d_threads * copy2d_unroll;
+  for (unsigned r = blockIdx.y; r < a.rows; r += gridDim.y) {
+    const V* in = reinterpret_cast<const V*>(a.src + r * a.spitch);
+    V* out = reinterpret_cast<V*>(a.dst + r * a.dpitch);
+    for (unsigned i = blockIdx.x * copy2d_threads * copy2d_unroll + threadIdx.x; i < a.vecs; i += step) {
+      V v[copy2d_unroll];
+#pragma unroll
+      for (unsigned u = 0; u < copy2d_unroll; ++u)
+        if (i + u * copy2d_threads < a.vecs) v[u] = in[i + u * copy2d_threads];
+#pragma unroll
+      for (unsigned u = 0; u < copy2d_unroll; ++u)
+        if (i + u * copy2d_threads < a.vecs) out[i + u * copy2d_threads] = v[u];
+    }
+  }
+  if (a.tail != 0) copy2d_tails<V>(a);
+}
+
+// Narrow rows: the elements of all rows numbered as one sequence (fewer than 2^31), so that every
+// lane has work however short a row is.
+template <class V>
+__global__ void __launch_bounds__(copy2d_threads) copy2d_narrow(copy2d_args a) {
+  const unsigned step = gridDim.x * copy2d_threads * copy2d_unroll, total = a.vecs * a.rows;
+  for (unsigned i = blockIdx.x * copy2d_threads * copy2d_unroll + threadIdx.x; i < total; i += step) {
+    V v[copy2d_unroll];
+#pragma unroll
+    for (unsigned u = 0; u < copy2d_unroll; ++u) {
+      const unsigned k = i + u * copy2d_threads, r = k / a.vecs;
+      if (k < total) v[u] = reinterpret_cast<const V*>(a.src + r * a.spitch)[k - r * a.vecs];
+    }
+#pragma unroll
+    for (unsigned u = 0; u < copy2d_unroll; ++u) {
+      const unsigned k = i + u * copy2d_threads, r = k / a.vecs;
+      if (k < total) reinterpret_cast<V*>(a.dst + r * a.dpitch)[k - r * a.vecs] = v[u];
+    }
+  }
+  if (a.tail != 0) copy2d_tails<V>(a);
+}
+
+template <class V>
+void launch_copy2d(const region& d, const region& s, unsigned sms, cudaStream_t stream) {
+  const std::size_t vecs = d.row_bytes / sizeof(V);
+  const copy2d_args a{static_cast<char*>(d.addr),
+                      static_cast<const char*>(s.addr),
+                      d.pitch,
+                      s.pitch,
+                      static_cast<unsigned>(vecs),
+                      static_cast<unsigned>(d.rows),
+                      static_cast<unsigned>(d.row_bytes - vecs * sizeof(V))};
+  const unsigned per_block = copy2d_threads * copy2d_unroll, target = sms * 8;  // 8 resident blocks per SM
+  if (vecs >= per_block / 2 || vecs * d.rows >= (std::size_t{1} << 31)) {
+    const unsigned x = static_cast<unsigned>((vecs + per_block - 1) / per_block);
+    const std::size_t y = d.rows < target / x + 1 ? d.rows : target / x + 1;
+    copy2d_wide<V><<<dim3(x, static_cast<unsigned>(y < 65535 ? y : 65535)), copy2d_threads, 0, stream>>>(a);
+  } else {
+    const std::size_t blocks = (vecs * d.rows + per_block - 1) / per_block;
+    copy2d_narrow<V><<<static_cast<unsigned>(blocks < target ? blocks : target), copy2d_threads, 0, stream>>>(a);
+  }
+}
+
+/// Launches the 2D copy of a same-device, device-to-device plan on `on`, with 16-, 8- or 4-byte
+/// accesses (the largest that divides both addresses and both pitches; a row's last bytes beyond a
+/// whole access are copied one by one). False, launching nothing, where cudaMemcpy2DAsync does as
+/// well: rows aligned to less than 4 bytes or shorter than 16, 2^32 rows or more, a stream of
+/// another device (or of a device CUDA cannot name during a capture).
+inline result<bool> copy2d_launch(const plan& p, stream_ref on, const char* api) noexcept {
+  const region &d = p.dst, &s = p.src;
+  const std::uintptr_t bits =
+      reinterpret_cast<std::uintptr_t>(d.addr) | reinterpret_cast<std::uintptr_t>(s.addr) | d.pitch | s.pitch | 16;
+  const std::size_t align = bits & (~bits + 1);  // the lowest set bit
+  if (align < 4 || d.row_bytes < 16 || d.rows >= (std::size_t{1} << 32)) return false;
+  auto device = on.device();
+  if (!device || *device != d.device) return false;
+  auto sms = cached_attribute<cudaDevAttrMultiProcessorCount>(*device, api);
+  if (!sms) return sms.error();
+  auto guard = device_guard::set(*device);  // a launch goes to the current device
+  if (!guard) return guard.error().with_api(api);
+  const auto count = static_cast<unsigned>(*sms);
+  if (align == 16) launch_copy2d<uint4>(d, s, count, on.get());
+  else if (align == 8) launch_copy2d<uint2>(d, s, count, on.get());
+  else launch_copy2d<unsigned>(d, s, count, on.get());
+  CUDAMEM_TRY(check(cudaGetLastError(), api, "copy2d kernel launch"));
+  return true;
+}
+
+inline const bool copy2d_registered = (copy2d_kernel = &copy2d_launch, true);
+
+}  // namespace cudamem::detail
+#endif
 
 #include <cstddef>
 #include <type_traits>

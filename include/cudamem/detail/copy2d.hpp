@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#if defined(__CUDACC__)
 namespace cudamem::detail {
 
 inline constexpr unsigned copy2d_threads = 256, copy2d_unroll = 4;
@@ -124,3 +125,4 @@ inline result<bool> copy2d_launch(const plan& p, stream_ref on, const char* api)
 inline const bool copy2d_registered = (copy2d_kernel = &copy2d_launch, true);
 
 }  // namespace cudamem::detail
+#endif
