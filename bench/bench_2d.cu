@@ -36,7 +36,9 @@ detail::operand rows_of(void* first, const shape& s, std::size_t pitch, detail::
 
 status copy_rows(const detail::operand& dst, const detail::operand& src, std::size_t elem, cudaMemcpyKind kind,
                  stream_ref s) {
-  return detail::run_async(detail::plan_copy(dst, src, elem, kind, "copy"), s, "copy");
+  detail::plan p;
+  CUDAMEM_TRY(detail::plan_copy(p, dst, src, elem, kind, "copy"));
+  return detail::run_async(p, s, "copy");
 }
 
 // Bytes [offset, offset + width * elem) of each row of `got` and `want` are equal, and (dst) the

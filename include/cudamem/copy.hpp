@@ -54,8 +54,9 @@ status copy_views(DstView dst, SrcView src, const stream_ref* s, const char* api
                 "(to copy raw bytes, view both sides with cudamem::as_bytes / as_writable_bytes)");
   static_assert(!std::is_const_v<T>, "cudamem::copy: dst is a view of const elements");
   constexpr auto direction = copy_direction<typename DstView::kind, typename SrcView::kind>;
-  auto checked = plan_copy(operand_of(dst), operand_of(src), sizeof(T), direction, api);
-  return s != nullptr ? run_async(checked, *s, api) : run_sync(checked, api);
+  plan p;
+  CUDAMEM_TRY(plan_copy(p, operand_of(dst), operand_of(src), sizeof(T), direction, api));
+  return s != nullptr ? run_async(p, *s, api) : run_sync(p, api);
 }
 
 // Which copies a named form takes: `copy` any; CuPy's names restrict one side's kind.
@@ -101,8 +102,9 @@ struct fill_bytes_fn {
   static status run(View view, unsigned char value, const stream_ref* s) noexcept {
     using T = typename View::element_type;
     static_assert(!std::is_const_v<T>, "cudamem::fill_bytes: a view of const elements");
-    auto checked = plan_fill(operand_of(view), sizeof(T), value, "fill_bytes");
-    return s != nullptr ? run_async(checked, *s, "fill_bytes") : run_sync(checked, "fill_bytes");
+    plan p;
+    CUDAMEM_TRY(plan_fill(p, operand_of(view), sizeof(T), value, "fill_bytes"));
+    return s != nullptr ? run_async(p, *s, "fill_bytes") : run_sync(p, "fill_bytes");
   }
 };
 }  // namespace detail
@@ -155,15 +157,15 @@ struct fill_fn {
     check_stream_ordered<Dst>();
     constexpr const char* api = "fill";
     if (!s.valid()) return error(errc::invalid_argument, api, "the stream was moved from");
-    auto plan = plan_fill(operand_of(view), sizeof(T), 0, api);
-    if (!plan) return plan.error();
-    if (plan->dst.empty()) return {};
+    plan p;
+    CUDAMEM_TRY(plan_fill(p, operand_of(view), sizeof(T), 0, api));
+    if (p.dst.empty()) return {};
     auto launch = s.device();
     if (!launch) return launch.error().with_api(api);
-    CUDAMEM_TRY(check_kernel_access(*launch, plan->dst, api));
+    CUDAMEM_TRY(check_kernel_access(*launch, p.dst, api));
     auto guard = device_guard::set(*launch);  // a launch goes to the current device
     if (!guard) return guard.error().with_api(api);
-    const region& d = plan->dst;
+    const region& d = p.dst;
     const std::size_t width = d.contiguous() ? d.row_bytes * d.rows / sizeof(T) : d.row_bytes / sizeof(T);
     const std::size_t height = d.contiguous() ? 1 : d.rows;
     constexpr unsigned threads = 256;

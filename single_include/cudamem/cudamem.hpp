@@ -2177,14 +2177,22 @@ struct region {
   }
 };
 
-/// Checks one operand: sizes fit std::size_t and the address space, not null with elements, rows
-/// within the pitch. `role` ("dst", "src") names it in the message.
-inline result<region> check_operand(const operand& o, std::size_t elem_size, const char* role,
-                                    const char* api) noexcept {
+/// Checks one operand into `r`: sizes fit std::size_t and the address space, not null with
+/// elements, rows within the pitch. `role` ("dst", "src") names it in the message. (The engine
+/// fills its results in place: a region or plan returned by value is copied piecewise-written, and
+/// the store-to-load stalls of those copies cost more than the checks.)
+inline status check_operand(const operand& o, std::size_t elem_size, const char* role, const char* api,
+                            region& r) noexcept {
   auto row_bytes = bytes_of(o.width, elem_size, api);
   if (!row_bytes) return row_bytes.error();
-  region r{const_cast<void*>(o.addr), *row_bytes, o.height, o.height > 1 ? o.pitch : *row_bytes, 0, o.device, o.kind};
-  if (r.row_bytes == 0 || r.rows == 0) return region{r.addr, 0, 0, 0, 0, o.device, o.kind};
+  r.addr = const_cast<void*>(o.addr);  // member by member: no temporary region to copy
+  r.row_bytes = *row_bytes;
+  r.rows = o.height;
+  r.pitch = o.height > 1 ? o.pitch : *row_bytes;
+  r.footprint = 0;
+  r.device = o.device;
+  r.kind = o.kind;
+  if (r.row_bytes == 0 || r.rows == 0) return r.row_bytes = r.rows = r.pitch = 0, status();
   if (r.addr == nullptr && r.rows == 1)
     return error(errc::invalid_argument, api, "%s is null with %zu elements", role, o.width);
   if (r.addr == nullptr)
@@ -2197,7 +2205,7 @@ inline result<region> check_operand(const operand& o, std::size_t elem_size, con
       __builtin_add_overflow(r.footprint, r.row_bytes, &r.footprint) ||
       __builtin_add_overflow(reinterpret_cast<std::uintptr_t>(r.addr), r.footprint, &end))
     return error(errc::size_overflow, api, "%s reaches past the end of the address space", role);
-  return r;
+  return {};
 }
 
 /// A checked transfer: a copy of src into dst, or (fill) every byte of dst set to value.
@@ -2223,7 +2231,7 @@ struct plan {
 
 /// A 2D transfer may not use a pitch beyond cudaDevAttrMaxPitch, which the driver does not check.
 inline status check_pitch_limits(const plan& p, const char* api) noexcept {
-  if (p.pageable() || p.flat()) return {};
+  if (p.flat() || p.pageable()) return {};
   auto home = p.home() != nullptr ? result<device_id>(p.home()->device) : current_device();
   auto limit = home ? max_pitch(*home) : result<std::size_t>(home.error());
   if (!limit) return limit.error().with_api(api);
@@ -2234,11 +2242,11 @@ inline status check_pitch_limits(const plan& p, const char* api) noexcept {
   return {};
 }
 
-/// Checks a copy: extents (a 1D operand matches a 2D one of as many elements, read as contiguous
-/// rows), each operand, overlap over both footprints (conservative for interleaved rows: with
-/// unified addressing, addresses alone decide), and the pitch limit.
-inline result<plan> plan_copy(operand dst, operand src, std::size_t elem_size, cudaMemcpyKind direction,
-                              const char* api) noexcept {
+/// Checks a copy into `p`: extents (a 1D operand matches a 2D one of as many elements, read as
+/// contiguous rows), each operand, overlap over both footprints (conservative for interleaved rows:
+/// with unified addressing, addresses alone decide), and the pitch limit.
+inline status plan_copy(plan& p, operand dst, operand src, std::size_t elem_size, cudaMemcpyKind direction,
+                        const char* api) noexcept {
   for (auto [flat, shaped] : {std::pair{&dst, &src}, std::pair{&src, &dst}})
     if (flat->height == 1 && shaped->height > 1 && flat->width % shaped->height == 0 &&
         flat->width / shaped->height == shaped->width && steppable(shaped->width, elem_size))
@@ -2249,27 +2257,24 @@ inline result<plan> plan_copy(operand dst, operand src, std::size_t elem_size, c
     return error(errc::extents_mismatch, api, "extents differ (dst %zu x %zu, src %zu x %zu)", dst.width, dst.height,
                  src.width, src.height);
   }
-  auto d = check_operand(dst, elem_size, "dst", api);
-  if (!d) return d.error();
-  auto s = check_operand(src, elem_size, "src", api);
-  if (!s) return s.error();
-  plan p{*d, *s, direction};
-  if (p.dst.empty()) return p;
+  p.direction = direction;
+  p.fill = false;
+  CUDAMEM_TRY(check_operand(dst, elem_size, "dst", api, p.dst));
+  CUDAMEM_TRY(check_operand(src, elem_size, "src", api, p.src));
+  if (p.dst.empty()) return {};
   const auto to = reinterpret_cast<std::uintptr_t>(p.dst.addr), from = reinterpret_cast<std::uintptr_t>(p.src.addr);
   if (to < from + p.src.footprint && from < to + p.dst.footprint)
     return error(errc::overlap, api, "source and destination overlap");
-  CUDAMEM_TRY(check_pitch_limits(p, api));
-  return p;
+  return check_pitch_limits(p, api);
 }
 
-/// Checks a fill of every byte of `dst` with `value`.
-inline result<plan> plan_fill(const operand& dst, std::size_t elem_size, unsigned char value,
-                              const char* api) noexcept {
-  auto d = check_operand(dst, elem_size, "dst", api);
-  if (!d) return d.error();
-  plan p{*d, {}, cudaMemcpyDefault, true, value};
-  if (!p.dst.empty()) CUDAMEM_TRY(check_pitch_limits(p, api));
-  return p;
+/// Checks a fill of every byte of `dst` with `value` into `p`.
+inline status plan_fill(plan& p, const operand& dst, std::size_t elem_size, unsigned char value,
+                        const char* api) noexcept {
+  p.fill = true;
+  p.value = value;
+  CUDAMEM_TRY(check_operand(dst, elem_size, "dst", api, p.dst));
+  return p.dst.empty() ? status() : check_pitch_limits(p, api);
 }
 
 /// The library's 2D copy kernel, set by the first translation unit that nvcc compiles with cudamem
@@ -2322,7 +2327,7 @@ inline status refuse_during_capture(const char* api) noexcept {
 /// direction in which cudaMemcpy itself returns only once the copy has completed (CUDA's API
 /// synchronization rules) and costs no more than an enqueue and a synchronize. Builds with
 /// per-thread default streams map cudaMemcpy to the per-thread stream: not used there.
-inline bool device_to_host(const plan& p) noexcept {
+inline bool device_to_host([[maybe_unused]] const plan& p) noexcept {
 #if defined(CUDA_API_PER_THREAD_DEFAULT_STREAM)
   return false;
 #else
@@ -2334,9 +2339,7 @@ inline bool device_to_host(const plan& p) noexcept {
 /// touch it). Else on the legacy stream of the home device, after earlier work there and on the
 /// other device's legacy stream. cudaMemcpy never disturbs a capture elsewhere; a synchronize would
 /// (in global and thread-local mode), so the thread is in relaxed capture mode around it.
-inline status run_sync(const result<plan>& checked, const char* api) noexcept {
-  if (!checked) return checked.error();
-  const plan& p = *checked;
+inline status run_sync(const plan& p, const char* api) noexcept {
   if (p.dst.empty()) return {};
   if (p.pageable()) {
     for (std::size_t row = 0; row < p.dst.rows; ++row) {
@@ -2367,11 +2370,10 @@ inline status run_sync(const result<plan>& checked, const char* api) noexcept {
 }
 
 /// Enqueues a plan on `s`. Does not synchronize.
-inline status run_async(const result<plan>& checked, stream_ref s, const char* api) noexcept {
+inline status run_async(const plan& p, stream_ref s, const char* api) noexcept {
   if (!s.valid()) [[unlikely]]
     return error(errc::invalid_argument, api, "the stream was moved from");
-  if (!checked) return checked.error();
-  return checked->dst.empty() ? status() : enqueue(*checked, s, api);
+  return p.dst.empty() ? status() : enqueue(p, s, api);
 }
 
 /// A kernel the library launches on `launch` may touch `r` only where that device can reach it:
@@ -2541,8 +2543,9 @@ status copy_views(DstView dst, SrcView src, const stream_ref* s, const char* api
                 "(to copy raw bytes, view both sides with cudamem::as_bytes / as_writable_bytes)");
   static_assert(!std::is_const_v<T>, "cudamem::copy: dst is a view of const elements");
   constexpr auto direction = copy_direction<typename DstView::kind, typename SrcView::kind>;
-  auto checked = plan_copy(operand_of(dst), operand_of(src), sizeof(T), direction, api);
-  return s != nullptr ? run_async(checked, *s, api) : run_sync(checked, api);
+  plan p;
+  CUDAMEM_TRY(plan_copy(p, operand_of(dst), operand_of(src), sizeof(T), direction, api));
+  return s != nullptr ? run_async(p, *s, api) : run_sync(p, api);
 }
 
 // Which copies a named form takes: `copy` any; CuPy's names restrict one side's kind.
@@ -2588,8 +2591,9 @@ struct fill_bytes_fn {
   static status run(View view, unsigned char value, const stream_ref* s) noexcept {
     using T = typename View::element_type;
     static_assert(!std::is_const_v<T>, "cudamem::fill_bytes: a view of const elements");
-    auto checked = plan_fill(operand_of(view), sizeof(T), value, "fill_bytes");
-    return s != nullptr ? run_async(checked, *s, "fill_bytes") : run_sync(checked, "fill_bytes");
+    plan p;
+    CUDAMEM_TRY(plan_fill(p, operand_of(view), sizeof(T), value, "fill_bytes"));
+    return s != nullptr ? run_async(p, *s, "fill_bytes") : run_sync(p, "fill_bytes");
   }
 };
 }  // namespace detail
@@ -2642,15 +2646,15 @@ struct fill_fn {
     check_stream_ordered<Dst>();
     constexpr const char* api = "fill";
     if (!s.valid()) return error(errc::invalid_argument, api, "the stream was moved from");
-    auto plan = plan_fill(operand_of(view), sizeof(T), 0, api);
-    if (!plan) return plan.error();
-    if (plan->dst.empty()) return {};
+    plan p;
+    CUDAMEM_TRY(plan_fill(p, operand_of(view), sizeof(T), 0, api));
+    if (p.dst.empty()) return {};
     auto launch = s.device();
     if (!launch) return launch.error().with_api(api);
-    CUDAMEM_TRY(check_kernel_access(*launch, plan->dst, api));
+    CUDAMEM_TRY(check_kernel_access(*launch, p.dst, api));
     auto guard = device_guard::set(*launch);  // a launch goes to the current device
     if (!guard) return guard.error().with_api(api);
-    const region& d = plan->dst;
+    const region& d = p.dst;
     const std::size_t width = d.contiguous() ? d.row_bytes * d.rows / sizeof(T) : d.row_bytes / sizeof(T);
     const std::size_t height = d.contiguous() ? 1 : d.rows;
     constexpr unsigned threads = 256;

@@ -113,34 +113,35 @@ void check_copy(FuzzedDataProvider& in, const arena& a, std::size_t elem_size) {
   else
     src.addr = reinterpret_cast<const void*>(reinterpret_cast<std::uintptr_t>(dst.addr) +
                                              in.ConsumeIntegralInRange<int>(0, 3));
-  const auto plan = detail::plan_copy(dst, src, elem_size, cudaMemcpyHostToHost, "copy");
+  detail::plan p;
+  const status planned = detail::plan_copy(p, dst, src, elem_size, cudaMemcpyHostToHost, "copy");
 
   operand d = dst, s = src;
   model_reshape(d, s, elem_size);
   model_reshape(s, d, elem_size);
   if (d.width != s.width || d.height != s.height) {
-    EXPECT(!plan && plan.error() == errc::extents_mismatch);
+    EXPECT(!planned && planned.error() == errc::extents_mismatch);
     return;
   }
   const model_region md = model_operand(d, elem_size);
   if (!md.ok) {
-    EXPECT(!plan && plan.error() == md.code);
+    EXPECT(!planned && planned.error() == md.code);
     return;
   }
   const model_region ms = model_operand(s, elem_size);
   if (!ms.ok) {
-    EXPECT(!plan && plan.error() == ms.code);
+    EXPECT(!planned && planned.error() == ms.code);
     return;
   }
   if (!md.empty && md.addr < ms.addr + ms.footprint && ms.addr < md.addr + md.footprint) {
-    EXPECT(!plan && plan.error() == errc::overlap);
+    EXPECT(!planned && planned.error() == errc::overlap);
     return;
   }
-  EXPECT(plan.has_value());
-  EXPECT(plan->dst.empty() == md.empty && plan->src.empty() == ms.empty);
+  EXPECT(planned.has_value());
+  EXPECT(p.dst.empty() == md.empty && p.src.empty() == ms.empty);
   if (md.empty) return;
-  EXPECT(plan->dst.footprint == md.footprint && plan->src.footprint == ms.footprint);
-  EXPECT(plan->dst.row_bytes == md.row_bytes && plan->dst.rows == md.rows);
+  EXPECT(p.dst.footprint == md.footprint && p.src.footprint == ms.footprint);
+  EXPECT(p.dst.row_bytes == md.row_bytes && p.dst.rows == md.rows);
   if (!inside(md, a) || !inside(ms, a)) return;  // made-up addresses: checked, never run
 
   // Run it, and compare with the model's copy of the same arena.
@@ -151,30 +152,31 @@ void check_copy(FuzzedDataProvider& in, const arena& a, std::size_t elem_size) {
   for (wide row = 0; row < md.rows; ++row)
     std::memcpy(expected.data() + offset(md.addr + row * md.pitch), a.bytes.get() + offset(ms.addr + row * ms.pitch),
                 static_cast<std::size_t>(md.row_bytes));
-  EXPECT(detail::run_sync(plan, "transfer fuzzer"));
+  EXPECT(detail::run_sync(p, "transfer fuzzer"));
   EXPECT(std::memcmp(expected.data(), a.bytes.get(), a.size) == 0);
 }
 
 void check_fill(FuzzedDataProvider& in, const arena& a, std::size_t elem_size) {
   const operand dst = make_operand(in, a);
   const unsigned char value = in.ConsumeIntegral<unsigned char>();
-  const auto plan = detail::plan_fill(dst, elem_size, value, "fill_bytes");
+  detail::plan p;
+  const status planned = detail::plan_fill(p, dst, elem_size, value, "fill_bytes");
   const model_region md = model_operand(dst, elem_size);
   if (!md.ok) {
-    EXPECT(!plan && plan.error() == md.code);
+    EXPECT(!planned && planned.error() == md.code);
     return;
   }
-  EXPECT(plan.has_value());
-  EXPECT(plan->dst.empty() == md.empty);
+  EXPECT(planned.has_value());
+  EXPECT(p.dst.empty() == md.empty);
   if (md.empty) return;
-  EXPECT(plan->dst.footprint == md.footprint);
+  EXPECT(p.dst.footprint == md.footprint);
   if (!inside(md, a)) return;
   std::vector<unsigned char> expected(a.bytes.get(), a.bytes.get() + a.size);
   const std::size_t first = static_cast<std::size_t>(md.addr - reinterpret_cast<std::uintptr_t>(a.bytes.get()));
   for (wide row = 0; row < md.rows; ++row)
     std::memset(expected.data() + first + static_cast<std::size_t>(row * md.pitch), value,
                 static_cast<std::size_t>(md.row_bytes));
-  EXPECT(detail::run_sync(plan, "transfer fuzzer"));
+  EXPECT(detail::run_sync(p, "transfer fuzzer"));
   EXPECT(std::memcmp(expected.data(), a.bytes.get(), a.size) == 0);
 }
 

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 // Round trips through every legal pair of kinds, fills, and cross-device copies.
 #include "common.cuh"
+#include "engine.hpp"
 
 #include <cstring>
 
@@ -94,7 +95,7 @@ TEST_CASE("synchronous copies to the host wait for the legacy stream and blockin
   std::vector<int> rows(4 * 100, -1);
   const detail::operand src{d.data().get(), 100, 4, 128 * sizeof(int), device_id(0), detail::kind_id::device};
   const detail::operand dst{rows.data(), 100, 4, 100 * sizeof(int), device_id::host(), detail::kind_id::host};
-  REQUIRE_OK(detail::run_sync(detail::plan_copy(dst, src, sizeof(int), cudaMemcpyDeviceToHost, "copy"), "copy"));
+  REQUIRE_OK(engine::copy_sync(dst, src, sizeof(int), cudaMemcpyDeviceToHost, "copy"));
   CHECK(rows == std::vector<int>(4 * 100, 5));
 }
 

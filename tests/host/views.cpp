@@ -394,26 +394,26 @@ TEST_CASE("the engine checks 2D operands once for every kind", "[copy][2d]") {
   CHECK(flat[11] == 32);
 
   auto mismatch =
-      detail::plan_copy(host2d(a.data(), 3, 4, 20), host2d(b.data(), 3, 5, 20), 4, cudaMemcpyHostToHost, "copy");
+      engine::plan_copy(host2d(a.data(), 3, 4, 20), host2d(b.data(), 3, 5, 20), 4, cudaMemcpyHostToHost, "copy");
   REQUIRE_FALSE(mismatch);
   CHECK(std::string(mismatch.error().message()) == "copy: extents differ (dst 3 x 4, src 3 x 5)");
   auto short_pitch =
-      detail::plan_copy(host2d(a.data(), 3, 4, 8), host2d(b.data(), 3, 4, 40), 4, cudaMemcpyHostToHost, "copy");
+      engine::plan_copy(host2d(a.data(), 3, 4, 8), host2d(b.data(), 3, 4, 40), 4, cudaMemcpyHostToHost, "copy");
   REQUIRE_FALSE(short_pitch);
   CHECK(contains(short_pitch.error(), "dst pitch (8 bytes) is less than its row (12 bytes)"));
   // Rows interleaved within one allocation are refused as overlapping (the test is conservative).
   auto interleaved =
-      detail::plan_copy(host2d(a.data(), 2, 4, 16), host2d(a.data() + 2, 2, 4, 16), 4, cudaMemcpyHostToHost, "copy");
+      engine::plan_copy(host2d(a.data(), 2, 4, 16), host2d(a.data() + 2, 2, 4, 16), 4, cudaMemcpyHostToHost, "copy");
   REQUIRE_FALSE(interleaved);
   CHECK(interleaved.error().code() == errc::overlap);
   // A footprint that would run past the end of the address space.
-  auto wrap = detail::plan_fill(
+  auto wrap = engine::plan_fill(
       host2d(reinterpret_cast<void*>(std::uintptr_t{0x1000}), 4, std::numeric_limits<std::size_t>::max() / 64, 128), 4,
       0, "fill_bytes");
   REQUIRE_FALSE(wrap);
   CHECK(wrap.error().code() == errc::size_overflow);
   // Contiguous rows fold into one row (a single 1D CUDA call).
-  auto folded = detail::plan_fill(host2d(a.data(), 5, 8, 20), 4, 0, "fill_bytes");
+  auto folded = engine::plan_fill(host2d(a.data(), 5, 8, 20), 4, 0, "fill_bytes");
   REQUIRE(folded);
   CHECK(folded->dst.contiguous());
   std::vector<int> cleared(40, 5);

@@ -40,14 +40,22 @@ struct region {
   }
 };
 
-/// Checks one operand: sizes fit std::size_t and the address space, not null with elements, rows
-/// within the pitch. `role` ("dst", "src") names it in the message.
-inline result<region> check_operand(const operand& o, std::size_t elem_size, const char* role,
-                                    const char* api) noexcept {
+/// Checks one operand into `r`: sizes fit std::size_t and the address space, not null with
+/// elements, rows within the pitch. `role` ("dst", "src") names it in the message. (The engine
+/// fills its results in place: a region or plan returned by value is copied piecewise-written, and
+/// the store-to-load stalls of those copies cost more than the checks.)
+inline status check_operand(const operand& o, std::size_t elem_size, const char* role, const char* api,
+                            region& r) noexcept {
   auto row_bytes = bytes_of(o.width, elem_size, api);
   if (!row_bytes) return row_bytes.error();
-  region r{const_cast<void*>(o.addr), *row_bytes, o.height, o.height > 1 ? o.pitch : *row_bytes, 0, o.device, o.kind};
-  if (r.row_bytes == 0 || r.rows == 0) return region{r.addr, 0, 0, 0, 0, o.device, o.kind};
+  r.addr = const_cast<void*>(o.addr);  // member by member: no temporary region to copy
+  r.row_bytes = *row_bytes;
+  r.rows = o.height;
+  r.pitch = o.height > 1 ? o.pitch : *row_bytes;
+  r.footprint = 0;
+  r.device = o.device;
+  r.kind = o.kind;
+  if (r.row_bytes == 0 || r.rows == 0) return r.row_bytes = r.rows = r.pitch = 0, status();
   if (r.addr == nullptr && r.rows == 1)
     return error(errc::invalid_argument, api, "%s is null with %zu elements", role, o.width);
   if (r.addr == nullptr)
@@ -60,7 +68,7 @@ inline result<region> check_operand(const operand& o, std::size_t elem_size, con
       __builtin_add_overflow(r.footprint, r.row_bytes, &r.footprint) ||
       __builtin_add_overflow(reinterpret_cast<std::uintptr_t>(r.addr), r.footprint, &end))
     return error(errc::size_overflow, api, "%s reaches past the end of the address space", role);
-  return r;
+  return {};
 }
 
 /// A checked transfer: a copy of src into dst, or (fill) every byte of dst set to value.
@@ -86,7 +94,7 @@ struct plan {
 
 /// A 2D transfer may not use a pitch beyond cudaDevAttrMaxPitch, which the driver does not check.
 inline status check_pitch_limits(const plan& p, const char* api) noexcept {
-  if (p.pageable() || p.flat()) return {};
+  if (p.flat() || p.pageable()) return {};
   auto home = p.home() != nullptr ? result<device_id>(p.home()->device) : current_device();
   auto limit = home ? max_pitch(*home) : result<std::size_t>(home.error());
   if (!limit) return limit.error().with_api(api);
@@ -97,11 +105,11 @@ inline status check_pitch_limits(const plan& p, const char* api) noexcept {
   return {};
 }
 
-/// Checks a copy: extents (a 1D operand matches a 2D one of as many elements, read as contiguous
-/// rows), each operand, overlap over both footprints (conservative for interleaved rows: with
-/// unified addressing, addresses alone decide), and the pitch limit.
-inline result<plan> plan_copy(operand dst, operand src, std::size_t elem_size, cudaMemcpyKind direction,
-                              const char* api) noexcept {
+/// Checks a copy into `p`: extents (a 1D operand matches a 2D one of as many elements, read as
+/// contiguous rows), each operand, overlap over both footprints (conservative for interleaved rows:
+/// with unified addressing, addresses alone decide), and the pitch limit.
+inline status plan_copy(plan& p, operand dst, operand src, std::size_t elem_size, cudaMemcpyKind direction,
+                        const char* api) noexcept {
   for (auto [flat, shaped] : {std::pair{&dst, &src}, std::pair{&src, &dst}})
     if (flat->height == 1 && shaped->height > 1 && flat->width % shaped->height == 0 &&
         flat->width / shaped->height == shaped->width && steppable(shaped->width, elem_size))
@@ -112,27 +120,24 @@ inline result<plan> plan_copy(operand dst, operand src, std::size_t elem_size, c
     return error(errc::extents_mismatch, api, "extents differ (dst %zu x %zu, src %zu x %zu)", dst.width, dst.height,
                  src.width, src.height);
   }
-  auto d = check_operand(dst, elem_size, "dst", api);
-  if (!d) return d.error();
-  auto s = check_operand(src, elem_size, "src", api);
-  if (!s) return s.error();
-  plan p{*d, *s, direction};
-  if (p.dst.empty()) return p;
+  p.direction = direction;
+  p.fill = false;
+  CUDAMEM_TRY(check_operand(dst, elem_size, "dst", api, p.dst));
+  CUDAMEM_TRY(check_operand(src, elem_size, "src", api, p.src));
+  if (p.dst.empty()) return {};
   const auto to = reinterpret_cast<std::uintptr_t>(p.dst.addr), from = reinterpret_cast<std::uintptr_t>(p.src.addr);
   if (to < from + p.src.footprint && from < to + p.dst.footprint)
     return error(errc::overlap, api, "source and destination overlap");
-  CUDAMEM_TRY(check_pitch_limits(p, api));
-  return p;
+  return check_pitch_limits(p, api);
 }
 
-/// Checks a fill of every byte of `dst` with `value`.
-inline result<plan> plan_fill(const operand& dst, std::size_t elem_size, unsigned char value,
-                              const char* api) noexcept {
-  auto d = check_operand(dst, elem_size, "dst", api);
-  if (!d) return d.error();
-  plan p{*d, {}, cudaMemcpyDefault, true, value};
-  if (!p.dst.empty()) CUDAMEM_TRY(check_pitch_limits(p, api));
-  return p;
+/// Checks a fill of every byte of `dst` with `value` into `p`.
+inline status plan_fill(plan& p, const operand& dst, std::size_t elem_size, unsigned char value,
+                        const char* api) noexcept {
+  p.fill = true;
+  p.value = value;
+  CUDAMEM_TRY(check_operand(dst, elem_size, "dst", api, p.dst));
+  return p.dst.empty() ? status() : check_pitch_limits(p, api);
 }
 
 /// The library's 2D copy kernel, set by the first translation unit that nvcc compiles with cudamem
@@ -185,7 +190,7 @@ inline status refuse_during_capture(const char* api) noexcept {
 /// direction in which cudaMemcpy itself returns only once the copy has completed (CUDA's API
 /// synchronization rules) and costs no more than an enqueue and a synchronize. Builds with
 /// per-thread default streams map cudaMemcpy to the per-thread stream: not used there.
-inline bool device_to_host(const plan& p) noexcept {
+inline bool device_to_host([[maybe_unused]] const plan& p) noexcept {
 #if defined(CUDA_API_PER_THREAD_DEFAULT_STREAM)
   return false;
 #else
@@ -197,9 +202,7 @@ inline bool device_to_host(const plan& p) noexcept {
 /// touch it). Else on the legacy stream of the home device, after earlier work there and on the
 /// other device's legacy stream. cudaMemcpy never disturbs a capture elsewhere; a synchronize would
 /// (in global and thread-local mode), so the thread is in relaxed capture mode around it.
-inline status run_sync(const result<plan>& checked, const char* api) noexcept {
-  if (!checked) return checked.error();
-  const plan& p = *checked;
+inline status run_sync(const plan& p, const char* api) noexcept {
   if (p.dst.empty()) return {};
   if (p.pageable()) {
     for (std::size_t row = 0; row < p.dst.rows; ++row) {
@@ -230,11 +233,10 @@ inline status run_sync(const result<plan>& checked, const char* api) noexcept {
 }
 
 /// Enqueues a plan on `s`. Does not synchronize.
-inline status run_async(const result<plan>& checked, stream_ref s, const char* api) noexcept {
+inline status run_async(const plan& p, stream_ref s, const char* api) noexcept {
   if (!s.valid()) [[unlikely]]
     return error(errc::invalid_argument, api, "the stream was moved from");
-  if (!checked) return checked.error();
-  return checked->dst.empty() ? status() : enqueue(*checked, s, api);
+  return p.dst.empty() ? status() : enqueue(p, s, api);
 }
 
 /// A kernel the library launches on `launch` may touch `r` only where that device can reach it:
