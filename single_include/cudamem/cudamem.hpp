@@ -252,13 +252,11 @@ class unique_handle {
 /// Errors and results: every fallible call returns `result<T>` (a subset of std::expected<T, error>) or `status`
 /// (`result<void>`); nothing throws. Also check_launch, the release handler and CUDAMEM_TRY.
 
-// cudamem: process-wide state (the release handler, registries), one instance per process, also when several
-// shared libraries include cudamem with -fvisibility=hidden. Internal. A function-local static in an inline
-// function would be one per such library; this instance has default visibility, so the dynamic linker binds
-// every library to one definition (GCC and Clang emit a unique global symbol). The state type must be declared
-// CUDAMEM_DETAIL_PROCESS_WIDE too (a template instantiated with a hidden type is hidden), and tests/shared_state
-// checks each such state across two hidden-visibility libraries:
-//   struct CUDAMEM_DETAIL_PROCESS_WIDE my_registry { ... };   ...   detail::process_wide<my_registry>().x
+// cudamem: process-wide state (the release handler, registries), one per process even when several shared
+// libraries include cudamem with -fvisibility=hidden, where a function-local static would be one per library.
+// process_wide has default visibility, so the dynamic linker binds every library to one definition (a unique
+// global symbol); the state type must be CUDAMEM_DETAIL_PROCESS_WIDE too, as a template instantiated with a
+// hidden type is hidden. tests/shared_state checks each state. Internal.
 
 #include <new>
 #include <type_traits>
@@ -1518,8 +1516,7 @@ template <memory_kind K>
 /// \file
 /// `span<T, Kind>`: a typed pointer and a count, the 1D view passed to copies and kernels.
 
-// cudamem: overflow-checked size arithmetic shared by views, buffers and the transfer engine.
-// Internal: include a public header instead.
+// cudamem: overflow-checked size arithmetic for views, buffers and the transfer engine. Internal.
 
 
 #include <cstddef>
@@ -1535,8 +1532,8 @@ inline result<std::size_t> bytes_of(std::size_t count, std::size_t elem_size, co
   return bytes;
 }
 
-/// Whether `count` elements of `elem_size` bytes can be stepped over with pointer arithmetic
-/// (at most PTRDIFF_MAX bytes); beyond that an offset would wrap and move backwards.
+/// Whether pointer arithmetic can step over `count` elements of `elem_size` bytes (at most PTRDIFF_MAX bytes);
+/// beyond that an offset would wrap and move backwards.
 constexpr bool steppable(std::size_t count, std::size_t elem_size) noexcept {
   return count <= static_cast<std::size_t>(PTRDIFF_MAX) / elem_size;
 }
