@@ -11,26 +11,17 @@
 
 namespace cudamem {
 
-namespace detail {
-// Which side may touch memory of kind K: the accessors below are __device__, __host__ or both accordingly (a g++
-// build has host code only: there a host-side use of device memory hits a static_assert).
-template <class K>
-concept host_only = K::host_accessible && !K::device_accessible;
-template <class K>
-concept device_only = K::device_accessible && !K::host_accessible;
-template <class K>
-concept both_sides = K::device_accessible && K::host_accessible;
-}  // namespace detail
-
-// The accessors of a typed address or view (a class with a `Kind` parameter), by kind: one place for ptr and span.
+// The accessors of a typed address or view (a class with a `Kind` parameter): __device__, __host__ or both, as
+// the kind allows; one place for ptr and span. A g++ build has host code only: there a host-side use of device
+// memory hits a static_assert.
 #if defined(__CUDACC__)
 #define CUDAMEM_DETAIL_ACCESSORS(Ret, Params, Body)                    \
   template <class K_ = Kind>                                           \
-    requires detail::device_only<K_>                                   \
+    requires(!K_::host_accessible)                                     \
   __device__ Ret Params const noexcept Body template <class K_ = Kind> \
-    requires detail::host_only<K_>                                     \
+    requires(!K_::device_accessible)                                   \
   __host__ Ret Params const noexcept Body template <class K_ = Kind>   \
-    requires detail::both_sides<K_>                                    \
+    requires(K_::host_accessible && K_::device_accessible)             \
   __host__ __device__ Ret Params const noexcept Body
 #else
 #define CUDAMEM_DETAIL_ACCESSORS(Ret, Params, Body)                                                    \

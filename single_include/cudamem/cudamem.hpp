@@ -249,22 +249,14 @@ class unique_handle {
 ///     result<std::size_t> max_pitch(device_id);  result<int> compute_capability(device_id);  // cached
 
 /// \file
-/// Errors and results: every fallible call returns `result<T>` or `status`; nothing throws.
-///
-///     enum class errc { cuda, invalid_argument, ..., nccl };  enum class error_domain { library, cuda, nccl };
-///     class error;  // error(cudaError_t, api, call), error(errc, api, fmt, ...), error(domain, code, api, ...);
-///                   // domain(), code(), message(), api(), call(), is_sticky(), with_api(outer), ...
-///     template <class T> class result;  using status = result<void>;  // std::expected<T, error>, no exceptions
-///     check_launch(kernel_name); set_release_handler(handler); report_release_failure(error);
-///     CUDAMEM_TRY(expression);  // return the error, if any
+/// Errors and results: every fallible call returns `result<T>` (a subset of std::expected<T, error>) or `status`
+/// (`result<void>`); nothing throws. Also check_launch, the release handler and CUDAMEM_TRY.
 
-// cudamem: process-wide state (the release handler, registries), one instance per process, also when several
-// shared libraries include cudamem with -fvisibility=hidden. Internal. A function-local static in an inline
-// function would be one per such library; this instance has default visibility, so the dynamic linker binds
-// every library to one definition (GCC and Clang emit a unique global symbol). The state type must be declared
-// CUDAMEM_DETAIL_PROCESS_WIDE too (a template instantiated with a hidden type is hidden), and tests/shared_state
-// checks each such state across two hidden-visibility libraries:
-//   struct CUDAMEM_DETAIL_PROCESS_WIDE my_registry { ... };   ...   detail::process_wide<my_registry>().x
+// cudamem: process-wide state (the release handler, registries), one per process even when several shared
+// libraries include cudamem with -fvisibility=hidden, where a function-local static would be one per library.
+// process_wide has default visibility, so the dynamic linker binds every library to one definition (a unique
+// global symbol); the state type must be CUDAMEM_DETAIL_PROCESS_WIDE too, as a template instantiated with a
+// hidden type is hidden. tests/shared_state checks each state. Internal.
 
 #include <new>
 #include <type_traits>
@@ -339,13 +331,12 @@ enum class error_domain : unsigned char {
   return static_cast<unsigned>(domain) < 3u ? names[static_cast<unsigned>(domain)] : "unknown";
 }
 
-/// What went wrong: who reported it, with which code, the call that failed and a one-line message made with
-/// the error ("copy: cudaMemcpyAsync: cudaErrorInvalidValue: invalid argument"). Trivially copyable, never
-/// allocates; `api` and `call` are copied (api() and call() keep max_name characters, the message all).
+/// What went wrong: who reported it, with which code, the call that failed and a one-line message ("copy:
+/// cudaMemcpyAsync: cudaErrorInvalidValue: invalid argument"). Trivially copyable, never allocates.
 class error {
  public:
   static constexpr std::size_t max_message = 255;  ///< The longest message kept; a longer one ends in "...".
-  static constexpr std::size_t max_name = 47;      ///< The longest api() and call() kept, in characters.
+  static constexpr std::size_t max_name = 47;      ///< The longest api() and call() kept (they are copied).
   /// An error CUDA reported from `cuda_call`, inside the library function `api` (may be null).
   error(cudaError_t status, const char* api, const char* cuda_call) noexcept
       : error(error_domain::cuda, static_cast<int>(status), api, cuda_call, cudaGetErrorName(status),
@@ -447,13 +438,11 @@ class error {
   char text_[max_message + 1] = {};
 };
 static_assert(std::is_trivially_copyable_v<error>);
-
 /// Tag type for constructing a result that holds an error, as std::unexpect_t.
 struct unexpect_t {
   explicit unexpect_t() = default;  ///< Explicit, so that `{}` never converts to the tag by accident.
 };
-/// The tag value: `result<T>(unexpect, failure)` holds `failure`.
-inline constexpr unexpect_t unexpect{};
+inline constexpr unexpect_t unexpect{};  ///< The tag value: `result<T>(unexpect, failure)` holds `failure`.
 template <class T>
 class result;
 
@@ -485,7 +474,8 @@ decltype(auto) invoke(F&& f, Arg&& arg) {
 // Tags of result<T>'s private constructors: from another result; from a function's value, made in place.
 struct from_result_t {};
 struct from_invoke_t {};
-// What result<T> and status share, once for every const and value category of the result (Self).
+// The implementation of what result<T> and status share, once for every const and value category of the
+// result (Self). A friend of every result, so that it can make any result<U> in place.
 struct result_ops {
   template <class Self>
   using value_of = typename std::remove_cvref_t<Self>::value_type;
@@ -539,20 +529,80 @@ struct result_ops {
     return R(unexpect, detail::invoke(std::forward<F>(f), std::forward<Self>(self).error_));
   }
 };
-}  // namespace detail
 
-/// `result<void>` (alias status): success, or an error, with the interface of std::expected<void, error>.
-template <>
-class [[nodiscard]] result<void> {
-  friend detail::result_ops;
-  using ops = detail::result_ops;
+// The members result<T> and status share, written once: Derived is the result, reached by a cast.
+template <class Derived>
+class result_base {
+  using ops = result_ops;
+  Derived& self() noexcept { return static_cast<Derived&>(*this); }
+  const Derived& self() const noexcept { return static_cast<const Derived&>(*this); }
+  void check_error() const noexcept {
+    ops::check(self(), false, false, std::is_same_v<Derived, result<void>> ? "status::error()" : "result::error()");
+  }
 
  public:
-  using value_type = void;            ///< void: a success carries no value.
   using error_type = cudamem::error;  ///< cudamem::error.
   /// The result type for values of type U, as std::expected::rebind.
   template <class U>
   using rebind = result<U>;
+  [[nodiscard]] bool has_value() const noexcept { return self().has_value_; }  ///< True when this holds a value.
+  explicit operator bool() const noexcept { return self().has_value_; }  ///< True when this holds a value.
+  /// The error. Precondition: !has_value() (checked with an abort in debug builds).
+  [[nodiscard]] const cudamem::error& error() const& noexcept { return check_error(), self().error_; }
+  [[nodiscard]] cudamem::error& error() & noexcept { return check_error(), self().error_; }
+  [[nodiscard]] const cudamem::error&& error() const&& noexcept { return check_error(), std::move(self().error_); }
+  [[nodiscard]] cudamem::error&& error() && noexcept { return check_error(), std::move(self().error_); }
+  /// The error, or `fallback` (converted to error) when this holds a value. One overload for std::expected's
+  /// const& and &&: the error is trivially copyable, so moving it out is copying it.
+  template <class G = cudamem::error>
+  [[nodiscard]] cudamem::error error_or(G&& fallback) const {
+    return self().has_value_ ? static_cast<cudamem::error>(std::forward<G>(fallback)) : self().error_;
+  }
+  /// As std::expected's, passing this result's value category: with a value, and_then returns `f(value())` (a
+  /// result), transform `f(value())` in a result (a status for void); with an error, or_else returns `f(error())`
+  /// (a result of the same type), transform_error a result of `f(error())` (an error); else what this holds.
+  /// A status calls `f()` where a result calls `f(value())`.
+  auto and_then(auto&& f) & { return ops::and_then(self(), std::forward<decltype(f)>(f)); }
+  auto and_then(auto&& f) const& { return ops::and_then(self(), std::forward<decltype(f)>(f)); }
+  auto and_then(auto&& f) && { return ops::and_then(std::move(self()), std::forward<decltype(f)>(f)); }
+  auto and_then(auto&& f) const&& { return ops::and_then(std::move(self()), std::forward<decltype(f)>(f)); }
+  auto transform(auto&& f) & { return ops::transform(self(), std::forward<decltype(f)>(f)); }
+  auto transform(auto&& f) const& { return ops::transform(self(), std::forward<decltype(f)>(f)); }
+  auto transform(auto&& f) && { return ops::transform(std::move(self()), std::forward<decltype(f)>(f)); }
+  auto transform(auto&& f) const&& { return ops::transform(std::move(self()), std::forward<decltype(f)>(f)); }
+  auto or_else(auto&& f) & { return ops::or_else(self(), std::forward<decltype(f)>(f)); }
+  auto or_else(auto&& f) const& { return ops::or_else(self(), std::forward<decltype(f)>(f)); }
+  auto or_else(auto&& f) && { return ops::or_else(std::move(self()), std::forward<decltype(f)>(f)); }
+  auto or_else(auto&& f) const&& { return ops::or_else(std::move(self()), std::forward<decltype(f)>(f)); }
+  Derived transform_error(auto&& f) & { return ops::map_error(self(), std::forward<decltype(f)>(f)); }
+  Derived transform_error(auto&& f) const& { return ops::map_error(self(), std::forward<decltype(f)>(f)); }
+  Derived transform_error(auto&& f) && { return ops::map_error(std::move(self()), std::forward<decltype(f)>(f)); }
+  Derived transform_error(auto&& f) const&& { return ops::map_error(std::move(self()), std::forward<decltype(f)>(f)); }
+  /// Exchanges the states of two results, where the result's member swap exists.
+  friend void swap(Derived& a, Derived& b) noexcept(noexcept(a.swap(b)))
+    requires requires { a.swap(b); }
+  {
+    a.swap(b);
+  }
+  /// True when this holds an error equal to `failure` (as comparing with std::unexpected). R is deduced so that
+  /// nothing converts to a result on the way in (no self-recursion).
+  template <class R>
+    requires std::is_same_v<R, Derived>
+  friend bool operator==(const R& a, const cudamem::error& failure) noexcept {
+    return !a.has_value() && a.error() == failure;
+  }
+};
+}  // namespace detail
+
+/// `result<void>` (alias status): success, or an error, with the interface of std::expected<void, error>.
+template <>
+class [[nodiscard]] result<void> : public detail::result_base<result<void>> {
+  friend detail::result_ops;
+  friend detail::result_base<result>;
+  using ops = detail::result_ops;
+
+ public:
+  using value_type = void;  ///< void: a success carries no value.
   result() noexcept : has_value_(true) {}  ///< Success.
   explicit result(std::in_place_t) noexcept : has_value_(true) {}  ///< Success, as std::expected's.
   /// A failure holding `failure`; implicit, so that a function can `return error(...)`.
@@ -563,63 +613,17 @@ class [[nodiscard]] result<void> {
   result& operator=(const cudamem::error& failure) noexcept { return *this = result(failure); }  ///< Holds `failure`.
   void emplace() noexcept { has_value_ = true; }  ///< Success from now on (drops the error).
   void swap(result& other) noexcept { std::swap(*this, other); }  ///< Exchanges the states of two results.
-  friend void swap(result& a, result& b) noexcept { a.swap(b); }  ///< Exchanges the states of two results.
-  [[nodiscard]] bool has_value() const noexcept { return has_value_; }  ///< True on success.
-  explicit operator bool() const noexcept { return has_value_; }  ///< True on success.
   /// Nothing; precondition has_value() (checked with an abort in debug builds).
   void operator*() const noexcept { ops::check(*this, true, false, "status::operator*"); }
-  ///@{
-  /// Nothing on success; on an error, prints the message and aborts (in every build).
-  void value() const& noexcept { ops::check(*this, true, true, "status::value()"); }
-  void value() && noexcept { ops::check(*this, true, true, "status::value()"); }
-  ///@}
-  ///@{
-  /// The error. Precondition: !has_value() (checked with an abort in debug builds).
-  [[nodiscard]] const cudamem::error& error() const& noexcept { return check_error(), error_; }
-  [[nodiscard]] cudamem::error& error() & noexcept { return check_error(), error_; }
-  [[nodiscard]] const cudamem::error&& error() const&& noexcept { return check_error(), std::move(error_); }
-  [[nodiscard]] cudamem::error&& error() && noexcept { return check_error(), std::move(error_); }
-  ///@}
-  ///@{
-  /// The error, or `fallback` (converted to error) on success.
-  template <class G = cudamem::error>
-  [[nodiscard]] cudamem::error error_or(G&& fallback) const& {
-    return has_value_ ? static_cast<cudamem::error>(std::forward<G>(fallback)) : error_;
-  }
-  template <class G = cudamem::error>
-  [[nodiscard]] cudamem::error error_or(G&& fallback) && {
-    return has_value_ ? static_cast<cudamem::error>(std::forward<G>(fallback)) : std::move(error_);
-  }
-  ///@}
-  ///@{
-  /// As std::expected's: on success, and_then returns `f()` (a result), transform `f()` in a result (a status
-  /// for void); on an error, or_else returns `f(error())` (a status), transform_error a status of `f(error())`.
-  auto and_then(auto&& f) & { return ops::and_then(*this, std::forward<decltype(f)>(f)); }
-  auto and_then(auto&& f) const& { return ops::and_then(*this, std::forward<decltype(f)>(f)); }
-  auto and_then(auto&& f) && { return ops::and_then(std::move(*this), std::forward<decltype(f)>(f)); }
-  auto and_then(auto&& f) const&& { return ops::and_then(std::move(*this), std::forward<decltype(f)>(f)); }
-  auto transform(auto&& f) & { return ops::transform(*this, std::forward<decltype(f)>(f)); }
-  auto transform(auto&& f) const& { return ops::transform(*this, std::forward<decltype(f)>(f)); }
-  auto transform(auto&& f) && { return ops::transform(std::move(*this), std::forward<decltype(f)>(f)); }
-  auto transform(auto&& f) const&& { return ops::transform(std::move(*this), std::forward<decltype(f)>(f)); }
-  auto or_else(auto&& f) & { return ops::or_else(*this, std::forward<decltype(f)>(f)); }
-  auto or_else(auto&& f) const& { return ops::or_else(*this, std::forward<decltype(f)>(f)); }
-  auto or_else(auto&& f) && { return ops::or_else(std::move(*this), std::forward<decltype(f)>(f)); }
-  auto or_else(auto&& f) const&& { return ops::or_else(std::move(*this), std::forward<decltype(f)>(f)); }
-  result transform_error(auto&& f) & { return ops::map_error(*this, std::forward<decltype(f)>(f)); }
-  result transform_error(auto&& f) const& { return ops::map_error(*this, std::forward<decltype(f)>(f)); }
-  result transform_error(auto&& f) && { return ops::map_error(std::move(*this), std::forward<decltype(f)>(f)); }
-  result transform_error(auto&& f) const&& { return ops::map_error(std::move(*this), std::forward<decltype(f)>(f)); }
-  ///@}
+  /// Nothing on success; on an error, prints the message and aborts (in every build). One overload for
+  /// std::expected's const& and &&: there is nothing to move.
+  void value() const noexcept { ops::check(*this, true, true, "status::value()"); }
   /// Equal when both succeeded, or both failed with equal errors.
   friend bool operator==(const result& a, const result& b) noexcept {
     return a.has_value_ == b.has_value_ && (a.has_value_ || a.error_ == b.error_);
   }
-  /// True when this failed with an error equal to `e` (as comparing with std::unexpected).
-  friend bool operator==(const result& a, const cudamem::error& e) noexcept { return !a.has_value_ && a.error_ == e; }
 
  private:
-  void check_error() const noexcept { ops::check(*this, false, false, "status::error()"); }
   union {
     char none_ = 0;
     cudamem::error error_;
@@ -630,7 +634,7 @@ class [[nodiscard]] result<void> {
 /// A T or an error: a subset of std::expected<T, error> without exceptions (value() on an error aborts; the
 /// error plays the part of std::unexpected). See docs/errors.md; interop/expected.hpp converts it.
 template <class T>
-class CUDAMEM_DETAIL_NODISCARD_RESULT result {
+class CUDAMEM_DETAIL_NODISCARD_RESULT result : public detail::result_base<result<T>> {
   static_assert(std::is_object_v<T> && !std::is_array_v<T>, "result<T>: T must be a non-array object type");
   static_assert(!std::is_same_v<std::remove_cv_t<T>, cudamem::error> &&
                     !std::is_same_v<std::remove_cv_t<T>, unexpect_t> &&
@@ -639,6 +643,7 @@ class CUDAMEM_DETAIL_NODISCARD_RESULT result {
   template <class>
   friend class result;
   friend detail::result_ops;
+  friend detail::result_base<result>;
   using ops = detail::result_ops;
   // std::expected's rule for converting from result<U>: T must not be made from the result itself (bool may).
   template <class R>
@@ -651,22 +656,17 @@ class CUDAMEM_DETAIL_NODISCARD_RESULT result {
 
  public:
   using value_type = T;  ///< T.
-  using error_type = cudamem::error;  ///< cudamem::error.
-  /// The result type for values of type U, as std::expected::rebind.
-  template <class U>
-  using rebind = result<U>;
-  ///@{
-  /// As std::expected's: a success holding T() (only for default-constructible T), a copy (only for
-  /// copyable T) or move of `other`'s value or error, or the value of a `result<U>` converted to T.
+  // The constructors, assignments and emplace are std::expected's, with the same constraints.
   result() noexcept(std::is_nothrow_default_constructible_v<T>)
     requires std::is_default_constructible_v<T>
-      : value_(), has_value_(true) {}
+      : value_(), has_value_(true) {}  ///< A success holding T().
   result(const result& other) noexcept(std::is_nothrow_copy_constructible_v<T>)
     requires std::is_copy_constructible_v<T>
-      : result(detail::from_result_t{}, other) {}
+      : result(detail::from_result_t{}, other) {}  ///< A copy of `other`'s value or error.
   result(result&& other) noexcept(std::is_nothrow_move_constructible_v<T>)
     requires std::is_move_constructible_v<T>
-      : result(detail::from_result_t{}, std::move(other)) {}
+      : result(detail::from_result_t{}, std::move(other)) {}  ///< Moves `other`'s value or error.
+  /// The value of `other` converted to T, or its error; explicit where the conversion is.
   template <class U>
     requires converts_from<U, const U&>
   explicit(!std::is_convertible_v<const U&, T>) result(const result<U>& other)
@@ -674,10 +674,8 @@ class CUDAMEM_DETAIL_NODISCARD_RESULT result {
   template <class U>
     requires converts_from<U, U>
   explicit(!std::is_convertible_v<U, T>) result(result<U>&& other)
-      : result(detail::from_result_t{}, std::move(other)) {}
-  ///@}
-  ///@{
-  /// A success holding T made from `value`, or T(args...) in place; explicit where T's constructor is.
+      : result(detail::from_result_t{}, std::move(other)) {}  ///< \overload
+  /// A success holding T made from `value`; explicit where T's constructor is.
   template <class U = std::remove_cv_t<T>>
     requires(!std::is_same_v<std::remove_cvref_t<U>, std::in_place_t> &&
              !std::is_same_v<std::remove_cvref_t<U>, unexpect_t> && !std::is_same_v<std::remove_cvref_t<U>, result> &&
@@ -685,6 +683,7 @@ class CUDAMEM_DETAIL_NODISCARD_RESULT result {
              !(std::is_same_v<std::remove_cv_t<T>, bool> && detail::is_result<std::remove_cvref_t<U>>))
   explicit(!std::is_convertible_v<U, T>) result(U&& value) noexcept(std::is_nothrow_constructible_v<T, U>)
       : value_(std::forward<U>(value)), has_value_(true) {}
+  /// A success holding T(args...), made in place.
   template <class... Args>
     requires std::is_constructible_v<T, Args...>
   explicit result(std::in_place_t, Args&&... args) noexcept(std::is_nothrow_constructible_v<T, Args...>)
@@ -692,16 +691,12 @@ class CUDAMEM_DETAIL_NODISCARD_RESULT result {
   template <class V, class... Args>
     requires std::is_constructible_v<T, std::initializer_list<V>&, Args...>
   explicit result(std::in_place_t, std::initializer_list<V> list, Args&&... args)
-      : value_(list, std::forward<Args>(args)...), has_value_(true) {}
-  ///@}
-  ///@{
+      : value_(list, std::forward<Args>(args)...), has_value_(true) {}  ///< \overload
   /// A failure holding `failure`; implicit, so that a function can `return error(...)`.
   result(const cudamem::error& failure) noexcept : error_(failure), has_value_(false) {}
-  result(unexpect_t, const cudamem::error& failure) noexcept : result(failure) {}
-  ///@}
+  result(unexpect_t, const cudamem::error& failure) noexcept : result(failure) {}  ///< A failure, as std::expected's.
   ~result() { has_value_ ? value_.~T() : void(); }  ///< Destroys the value, if any.
-  ///@{
-  /// As std::expected's: like to like, else destroy and make; if making T throws, this keeps what it held.
+  /// Assigns like to like, else destroys and makes; if making T throws, this keeps what it held.
   result& operator=(const result& other)
     requires(std::is_copy_constructible_v<T> && std::is_copy_assignable_v<T>)
   {
@@ -712,7 +707,7 @@ class CUDAMEM_DETAIL_NODISCARD_RESULT result {
     requires(std::is_move_constructible_v<T> && std::is_move_assignable_v<T>)
   {
     return assign(std::move(other));
-  }
+  }  ///< \overload
   template <class U = std::remove_cv_t<T>>
     requires(!std::is_same_v<std::remove_cvref_t<U>, result> &&
              !std::is_same_v<std::remove_cvref_t<U>, cudamem::error> && !detail::is_result<std::remove_cvref_t<U>> &&
@@ -721,14 +716,12 @@ class CUDAMEM_DETAIL_NODISCARD_RESULT result {
     if (has_value_) value_ = std::forward<U>(value);
     else become_value(*this, std::forward<U>(value));
     return *this;
-  }
+  }  ///< \overload
   result& operator=(const cudamem::error& failure) noexcept {
     if (has_value_) become_error(failure);
     else error_ = failure;
     return *this;
-  }
-  ///@}
-  ///@{
+  }  ///< \overload
   /// Destroys what this holds and makes the value T(args...); T must be made without throwing.
   template <class... Args>
     requires std::is_nothrow_constructible_v<T, Args...>
@@ -739,9 +732,7 @@ class CUDAMEM_DETAIL_NODISCARD_RESULT result {
     requires std::is_nothrow_constructible_v<T, std::initializer_list<V>&, Args...>
   T& emplace(std::initializer_list<V> list, Args&&... args) noexcept {
     return remake(list, std::forward<Args>(args)...);
-  }
-  ///@}
-  ///@{
+  }  ///< \overload
   /// Exchanges the states of two results (values with swap, a value with an error by moving).
   void swap(result& other) noexcept(std::is_nothrow_move_constructible_v<T> && std::is_nothrow_swappable_v<T>)
     requires(std::is_swappable_v<T> && std::is_move_constructible_v<T>)
@@ -756,38 +747,21 @@ class CUDAMEM_DETAIL_NODISCARD_RESULT result {
     if (has_value_) swap(value_, other.value_);
     else std::swap(error_, other.error_);
   }
-  friend void swap(result& a, result& b) noexcept(noexcept(a.swap(b)))
-    requires(std::is_swappable_v<T> && std::is_move_constructible_v<T>)
-  {
-    a.swap(b);
-  }
-  ///@}
-  [[nodiscard]] bool has_value() const noexcept { return has_value_; }  ///< True when this holds a value.
-  explicit operator bool() const noexcept { return has_value_; }  ///< True when this holds a value.
-  ///@{
   /// The value. On an error, prints the message and aborts, in every build (std::expected throws).
   [[nodiscard]] T& value() & noexcept { return check_value(), value_; }
-  [[nodiscard]] const T& value() const& noexcept { return check_value(), value_; }
-  [[nodiscard]] T&& value() && noexcept { return check_value(), std::move(value_); }
-  [[nodiscard]] const T&& value() const&& noexcept { return check_value(), std::move(value_); }
-  ///@}
-  ///@{
-  /// The value, or a pointer to it. Precondition: has_value() (checked with an abort in debug builds only).
+  [[nodiscard]] const T& value() const& noexcept { return check_value(), value_; }  ///< \overload
+  [[nodiscard]] T&& value() && noexcept { return check_value(), std::move(value_); }  ///< \overload
+  [[nodiscard]] const T&& value() const&& noexcept { return check_value(), std::move(value_); }  ///< \overload
+  /// The value. Precondition: has_value() (checked with an abort in debug builds only).
   [[nodiscard]] T& operator*() & noexcept { return assert_value(), value_; }
-  [[nodiscard]] const T& operator*() const& noexcept { return assert_value(), value_; }
-  [[nodiscard]] T&& operator*() && noexcept { return assert_value(), std::move(value_); }
-  [[nodiscard]] const T&& operator*() const&& noexcept { return assert_value(), std::move(value_); }
+  [[nodiscard]] const T& operator*() const& noexcept { return assert_value(), value_; }  ///< \overload
+  [[nodiscard]] T&& operator*() && noexcept { return assert_value(), std::move(value_); }  ///< \overload
+  [[nodiscard]] const T&& operator*() const&& noexcept { return assert_value(), std::move(value_); }  ///< \overload
+  /// A pointer to the value. Precondition: has_value() (checked with an abort in debug builds only).
   [[nodiscard]] T* operator->() noexcept { return assert_value(), value_address(); }
-  [[nodiscard]] const T* operator->() const noexcept { return assert_value(), __builtin_addressof(value_); }
-  ///@}
-  ///@{
-  /// The error. Precondition: !has_value() (checked with an abort in debug builds).
-  [[nodiscard]] const cudamem::error& error() const& noexcept { return check_error(), error_; }
-  [[nodiscard]] cudamem::error& error() & noexcept { return check_error(), error_; }
-  [[nodiscard]] const cudamem::error&& error() const&& noexcept { return check_error(), std::move(error_); }
-  [[nodiscard]] cudamem::error&& error() && noexcept { return check_error(), std::move(error_); }
-  ///@}
-  ///@{
+  [[nodiscard]] const T* operator->() const noexcept {
+    return assert_value(), __builtin_addressof(value_);
+  }  ///< \overload
   /// The value (moved out of an rvalue result), or `fallback` converted to T when this holds an error.
   template <class U = std::remove_cv_t<T>>
   [[nodiscard]] T value_or(U&& fallback) const& {
@@ -800,40 +774,7 @@ class CUDAMEM_DETAIL_NODISCARD_RESULT result {
     static_assert(std::is_move_constructible_v<T> && std::is_convertible_v<U, T>,
                   "result::value_or: T must be movable and the fallback convertible to T");
     return has_value_ ? std::move(value_) : static_cast<T>(std::forward<U>(fallback));
-  }
-  ///@}
-  ///@{
-  /// The error, or `fallback` (converted to error) when this holds a value.
-  template <class G = cudamem::error>
-  [[nodiscard]] cudamem::error error_or(G&& fallback) const& {
-    return has_value_ ? static_cast<cudamem::error>(std::forward<G>(fallback)) : error_;
-  }
-  template <class G = cudamem::error>
-  [[nodiscard]] cudamem::error error_or(G&& fallback) && {
-    return has_value_ ? static_cast<cudamem::error>(std::forward<G>(fallback)) : std::move(error_);
-  }
-  ///@}
-  ///@{
-  /// As std::expected's, passing this result's value category: with a value, and_then returns `f(value())` (a
-  /// result), transform `f(value())` in a result (a status for void); with an error, or_else returns
-  /// `f(error())` (a `result<T>`), transform_error a result of `f(error())` (an error); else what this holds.
-  auto and_then(auto&& f) & { return ops::and_then(*this, std::forward<decltype(f)>(f)); }
-  auto and_then(auto&& f) const& { return ops::and_then(*this, std::forward<decltype(f)>(f)); }
-  auto and_then(auto&& f) && { return ops::and_then(std::move(*this), std::forward<decltype(f)>(f)); }
-  auto and_then(auto&& f) const&& { return ops::and_then(std::move(*this), std::forward<decltype(f)>(f)); }
-  auto transform(auto&& f) & { return ops::transform(*this, std::forward<decltype(f)>(f)); }
-  auto transform(auto&& f) const& { return ops::transform(*this, std::forward<decltype(f)>(f)); }
-  auto transform(auto&& f) && { return ops::transform(std::move(*this), std::forward<decltype(f)>(f)); }
-  auto transform(auto&& f) const&& { return ops::transform(std::move(*this), std::forward<decltype(f)>(f)); }
-  auto or_else(auto&& f) & { return ops::or_else(*this, std::forward<decltype(f)>(f)); }
-  auto or_else(auto&& f) const& { return ops::or_else(*this, std::forward<decltype(f)>(f)); }
-  auto or_else(auto&& f) && { return ops::or_else(std::move(*this), std::forward<decltype(f)>(f)); }
-  auto or_else(auto&& f) const&& { return ops::or_else(std::move(*this), std::forward<decltype(f)>(f)); }
-  result transform_error(auto&& f) & { return ops::map_error(*this, std::forward<decltype(f)>(f)); }
-  result transform_error(auto&& f) const& { return ops::map_error(*this, std::forward<decltype(f)>(f)); }
-  result transform_error(auto&& f) && { return ops::map_error(std::move(*this), std::forward<decltype(f)>(f)); }
-  result transform_error(auto&& f) const&& { return ops::map_error(std::move(*this), std::forward<decltype(f)>(f)); }
-  ///@}
+  }  ///< \overload
   // R (this result) is deduced so that nothing converts to a result on the way in (no self-recursion).
   /// Equal when both hold equal values, or both equal errors.
   template <class R, class U>
@@ -850,12 +791,6 @@ class CUDAMEM_DETAIL_NODISCARD_RESULT result {
   friend bool operator==(const R& a, const U& value) {
     return a.has_value() && static_cast<bool>(*a == value);
   }
-  /// True when this holds an error equal to `failure` (as comparing with std::unexpected).
-  template <class R>
-    requires std::is_same_v<R, result>
-  friend bool operator==(const R& a, const cudamem::error& failure) noexcept {
-    return !a.has_value() && a.error() == failure;
-  }
 
  private:
   template <class R>
@@ -869,7 +804,6 @@ class CUDAMEM_DETAIL_NODISCARD_RESULT result {
   T* value_address() noexcept { return __builtin_addressof(value_); }
   void check_value() const noexcept { ops::check(*this, true, true, "result::value()"); }
   void assert_value() const noexcept { ops::check(*this, true, false, "result::operator*"); }
-  void check_error() const noexcept { ops::check(*this, false, false, "result::error()"); }
   template <class R>
   result& assign(R&& other) {
     if (has_value_ && other.has_value_) value_ = std::forward<R>(other).value_;
@@ -963,10 +897,8 @@ inline status check(cudaError_t code, const char* api, const char* cuda_call) no
 }
 // For destructors: a failed release goes to the handler; nothing once the CUDA runtime has unloaded.
 inline void check_release(cudaError_t code, const char* cuda_call) noexcept {
-  if (code == cudaSuccess || code == cudaErrorCudartUnloading) [[likely]]
-    return;
-  if (!error::is_sticky_status(code)) (void)cudaGetLastError();
-  report_release_failure(error(code, nullptr, cuda_call));
+  if (code == cudaErrorCudartUnloading) return;
+  if (const status released = check(code, nullptr, cuda_call); !released) report_release_failure(released.error());
 }
 }  // namespace detail
 
@@ -1584,8 +1516,7 @@ template <memory_kind K>
 /// \file
 /// `span<T, Kind>`: a typed pointer and a count, the 1D view passed to copies and kernels.
 
-// cudamem: overflow-checked size arithmetic shared by views, buffers and the transfer engine.
-// Internal: include a public header instead.
+// cudamem: overflow-checked size arithmetic for views, buffers and the transfer engine. Internal.
 
 
 #include <cstddef>
@@ -1601,8 +1532,8 @@ inline result<std::size_t> bytes_of(std::size_t count, std::size_t elem_size, co
   return bytes;
 }
 
-/// Whether `count` elements of `elem_size` bytes can be stepped over with pointer arithmetic
-/// (at most PTRDIFF_MAX bytes); beyond that an offset would wrap and move backwards.
+/// Whether pointer arithmetic can step over `count` elements of `elem_size` bytes (at most PTRDIFF_MAX bytes);
+/// beyond that an offset would wrap and move backwards.
 constexpr bool steppable(std::size_t count, std::size_t elem_size) noexcept {
   return count <= static_cast<std::size_t>(PTRDIFF_MAX) / elem_size;
 }
@@ -1617,26 +1548,17 @@ constexpr bool steppable(std::size_t count, std::size_t elem_size) noexcept {
 
 namespace cudamem {
 
-namespace detail {
-// Which side may touch memory of kind K: the accessors below are __device__, __host__ or both accordingly (a g++
-// build has host code only: there a host-side use of device memory hits a static_assert).
-template <class K>
-concept host_only = K::host_accessible && !K::device_accessible;
-template <class K>
-concept device_only = K::device_accessible && !K::host_accessible;
-template <class K>
-concept both_sides = K::device_accessible && K::host_accessible;
-}  // namespace detail
-
-// The accessors of a typed address or view (a class with a `Kind` parameter), by kind: one place for ptr and span.
+// The accessors of a typed address or view (a class with a `Kind` parameter): __device__, __host__ or both, as
+// the kind allows; one place for ptr and span. A g++ build has host code only: there a host-side use of device
+// memory hits a static_assert.
 #if defined(__CUDACC__)
 #define CUDAMEM_DETAIL_ACCESSORS(Ret, Params, Body)                    \
   template <class K_ = Kind>                                           \
-    requires detail::device_only<K_>                                   \
+    requires(!K_::host_accessible)                                     \
   __device__ Ret Params const noexcept Body template <class K_ = Kind> \
-    requires detail::host_only<K_>                                     \
+    requires(!K_::device_accessible)                                   \
   __host__ Ret Params const noexcept Body template <class K_ = Kind>   \
-    requires detail::both_sides<K_>                                    \
+    requires(K_::host_accessible && K_::device_accessible)             \
   __host__ __device__ Ret Params const noexcept Body
 #else
 #define CUDAMEM_DETAIL_ACCESSORS(Ret, Params, Body)                                                    \

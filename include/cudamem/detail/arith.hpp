@@ -1,6 +1,5 @@
 // SPDX-License-Identifier: MIT
-// cudamem: overflow-checked size arithmetic shared by views, buffers and the transfer engine.
-// Internal: include a public header instead.
+// cudamem: overflow-checked size arithmetic for views, buffers and the transfer engine. Internal.
 #pragma once
 
 #include <cudamem/error.hpp>
@@ -18,8 +17,8 @@ inline result<std::size_t> bytes_of(std::size_t count, std::size_t elem_size, co
   return bytes;
 }
 
-/// Whether `count` elements of `elem_size` bytes can be stepped over with pointer arithmetic
-/// (at most PTRDIFF_MAX bytes); beyond that an offset would wrap and move backwards.
+/// Whether pointer arithmetic can step over `count` elements of `elem_size` bytes (at most PTRDIFF_MAX bytes);
+/// beyond that an offset would wrap and move backwards.
 constexpr bool steppable(std::size_t count, std::size_t elem_size) noexcept {
   return count <= static_cast<std::size_t>(PTRDIFF_MAX) / elem_size;
 }

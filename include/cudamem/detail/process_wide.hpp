@@ -1,11 +1,9 @@
 // SPDX-License-Identifier: MIT
-// cudamem: process-wide state (the release handler, registries), one instance per process, also when several
-// shared libraries include cudamem with -fvisibility=hidden. Internal. A function-local static in an inline
-// function would be one per such library; this instance has default visibility, so the dynamic linker binds
-// every library to one definition (GCC and Clang emit a unique global symbol). The state type must be declared
-// CUDAMEM_DETAIL_PROCESS_WIDE too (a template instantiated with a hidden type is hidden), and tests/shared_state
-// checks each such state across two hidden-visibility libraries:
-//   struct CUDAMEM_DETAIL_PROCESS_WIDE my_registry { ... };   ...   detail::process_wide<my_registry>().x
+// cudamem: process-wide state (the release handler, registries), one per process even when several shared
+// libraries include cudamem with -fvisibility=hidden, where a function-local static would be one per library.
+// process_wide has default visibility, so the dynamic linker binds every library to one definition (a unique
+// global symbol); the state type must be CUDAMEM_DETAIL_PROCESS_WIDE too, as a template instantiated with a
+// hidden type is hidden. tests/shared_state checks each state. Internal.
 #pragma once
 
 #include <new>
