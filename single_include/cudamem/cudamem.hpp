@@ -2746,9 +2746,9 @@ class pitched_span {
     if (r > height_ || rows > height_ - r || c > width_ || cols > width_ - c)
       return error(errc::out_of_range, api, "rows [%zu, %zu + %zu) x columns [%zu, %zu + %zu) leave a %zu x %zu view",
                    r, r, rows, c, c, cols, width_, height_);
-    std::size_t offset = 0;
-    if (__builtin_mul_overflow(r, pitch_, &offset) || __builtin_add_overflow(offset, c * sizeof(T), &offset) ||
-        !detail::steppable(offset, 1))
+    std::size_t row_offset = 0, column_offset = 0, offset = 0;
+    if (__builtin_mul_overflow(r, pitch_, &row_offset) || __builtin_mul_overflow(c, sizeof(T), &column_offset) ||
+        __builtin_add_overflow(row_offset, column_offset, &offset) || !detail::steppable(offset, 1))
       return error(errc::size_overflow, api, "row %zu, column %zu is beyond what a pointer can step", r, c);
     if (data_.get() == nullptr) return pitched_span(data_, cols, rows, pitch_);
     return subspan_unchecked(r, c, rows, cols);
