@@ -339,9 +339,7 @@ status copy_rows(ptr<T, DK> dst, std::size_t dpitch, ptr<U, SK> src, std::size_t
   check_copy_types<ptr<T, DK>, ptr<U, SK>>();
   const operand to{dst.get(), width_bytes, height, dpitch, dst.device(), kind_id_of<DK>};
   const operand from{src.get(), width_bytes, height, spitch, src.device(), kind_id_of<SK>};
-  constexpr auto direction = copy_direction<DK, SK>;
-  return s != nullptr ? copy_async(to, from, 1, direction, *s, "copy_2d")
-                      : copy_sync(to, from, 1, direction, "copy_2d");
+  return copy_operands(to, from, 1, copy_direction<DK, SK>, s, "copy_2d");
 }
 }  // namespace detail
 
