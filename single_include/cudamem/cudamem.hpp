@@ -170,14 +170,8 @@ inline constexpr kind_id kind_id_of = std::is_same_v<K, host>     ? kind_id::hos
 }  // namespace detail
 }  // namespace cudamem
 /// \file
-/// Streams and events on a device: owning `stream`, `event` (move-only; an lvalue converts to its ref) and
-/// non-owning, trivially copyable `stream_ref`, `event_ref`.
-///
-///     stream_ref::legacy() (also stream_ref()), per_thread(), from_native_handle(cudaStream_t [, device_id])
-///     stream::create([device_id,] stream_options = {}) (non-blocking), adopt(cudaStream_t, device_id), release()
-///     event::create([device_id,] event_options = {}), event::elapsed_ms(event_ref start, event_ref end)
-///     get(), valid(), device(), synchronize(), ready(), wait(event_ref); ref() const&   stream, stream_ref
-///     get(), valid(), record(stream_ref), synchronize(), ready(); ref() const&, device()  event, event_ref
+/// Streams and events on a device: owning, move-only `stream` and `event` (an lvalue converts to its ref), and
+/// non-owning, trivially copyable `stream_ref` and `event_ref`.
 
 // cudamem: the move-only ownership every RAII type of the library shares. Internal: include a public header instead.
 
@@ -198,8 +192,7 @@ class unique_handle {
   unique_handle() noexcept : handle_(Traits::empty()) {}                       ///< Owns nothing.
   explicit unique_handle(handle_type handle) noexcept : handle_(handle) {}     ///< Owns `handle` (may be empty()).
   unique_handle(unique_handle&& other) noexcept : handle_(other.release()) {}  ///< Takes over; `other` is left empty.
-  /// Releases this handle, then takes over the handle of `other`, which is left empty.
-  unique_handle& operator=(unique_handle&& other) noexcept {
+  unique_handle& operator=(unique_handle&& other) noexcept {  // releases this handle, then takes over `other`'s
     if (this != &other) reset(other.release());
     return *this;
   }
@@ -211,8 +204,7 @@ class unique_handle {
   [[nodiscard]] bool valid() const noexcept { return !(handle_ == Traits::empty()); }  ///< False when none is owned.
   /// Gives the handle up without releasing it; this owns nothing afterwards.
   [[nodiscard]] handle_type release() noexcept { return std::exchange(handle_, Traits::empty()); }
-  /// Releases the owned handle (if any), then owns `handle`.
-  void reset(handle_type handle = Traits::empty()) noexcept {
+  void reset(handle_type handle = Traits::empty()) noexcept {  // releases the owned handle (if any), then owns `handle`
     if (valid()) Traits::release(handle_);
     handle_ = handle;
   }
@@ -1267,7 +1259,6 @@ struct stream_options {
 /// runs. A failed destroy goes to the release handler. Every operation on a moved-from stream is invalid_argument.
 class stream {
  public:
-  ///@{
   /// Creates a stream on `id`, or the current device (cudaStreamCreateWithPriority), non-blocking unless `options`
   /// says otherwise; the current device stays. Errors: out_of_range (`id` names no device); CUDA errors.
   [[nodiscard]] static result<stream> create(device_id id, stream_options options = {}) noexcept {
@@ -1279,11 +1270,11 @@ class stream {
     CUDAMEM_TRY(detail::check(code, "stream::create", "cudaStreamCreateWithPriority"));
     return stream(handle, id);
   }
+  /// As create(device_id, stream_options), on the current device.
   [[nodiscard]] static result<stream> create(stream_options options = {}) noexcept {
     auto id = current_device();
     return id ? create(*id, options) : id.error().with_api("stream::create");
   }
-  ///@}
   /// Takes ownership of a handle created on `id`. Errors: invalid_argument for a default stream (never owned).
   [[nodiscard]] static result<stream> adopt(cudaStream_t handle, device_id id) noexcept {
     if (detail::is_default_stream(handle))
@@ -1320,7 +1311,6 @@ struct event_options {
 /// streams of any device can wait for it.
 class event {
  public:
-  ///@{
   /// Creates an event on `id`, or the current device (cudaEventCreateWithFlags); the current device stays.
   /// Errors: out_of_range (`id` names no device); CUDA errors.
   [[nodiscard]] static result<event> create(device_id id, event_options options = {}) noexcept {
@@ -1332,11 +1322,11 @@ class event {
     CUDAMEM_TRY(detail::check(cudaEventCreateWithFlags(&handle, flags), "event::create", "cudaEventCreateWithFlags"));
     return event(handle, id);
   }
+  /// As create(device_id, event_options), on the current device.
   [[nodiscard]] static result<event> create(event_options options = {}) noexcept {
     auto id = current_device();
     return id ? create(*id, options) : id.error().with_api("event::create");
   }
-  ///@}
   /// A reference; it must not outlive the event. Invalid after a move.
   [[nodiscard]] event_ref ref() const& noexcept { return event_ref(handle_.get()); }
   event_ref ref() const&& = delete;  ///< Refused: it would dangle once the statement ends.
@@ -1690,9 +1680,6 @@ using managed_ptr = ptr<T, managed>;  ///< An address of managed memory.
 
 namespace cudamem {
 
-template <class T, memory_kind Kind>
-class span;
-
 /// What copies and fills take: a `kind` and a typed `view()` (span, buffer, host_registration). Owners also say
 /// `owns_memory`: stream-ordered operations refuse a temporary owner, which would free memory still in use.
 template <class V>
@@ -1822,8 +1809,7 @@ template <class T, memory_kind Kind>
 [[nodiscard]] result<span<const std::byte, Kind>> as_bytes(span<T, Kind> view) noexcept {
   auto bytes = detail::bytes_of(view.size(), sizeof(T), "as_bytes");
   if (!bytes) return bytes.error();
-  return span<const std::byte, Kind>(
-      ptr<const std::byte, Kind>(reinterpret_cast<const std::byte*>(view.data().get()), view.device()), *bytes);
+  return make_span<Kind>(reinterpret_cast<const std::byte*>(view.data().get()), *bytes, view.device());
 }
 /// The bytes of a view of non-const elements, writable: the destination of a raw copy. Errors: as as_bytes.
 template <class T, memory_kind Kind>
@@ -1831,8 +1817,7 @@ template <class T, memory_kind Kind>
 [[nodiscard]] result<span<std::byte, Kind>> as_writable_bytes(span<T, Kind> view) noexcept {
   auto bytes = detail::bytes_of(view.size(), sizeof(T), "as_writable_bytes");
   if (!bytes) return bytes.error();
-  return span<std::byte, Kind>(ptr<std::byte, Kind>(reinterpret_cast<std::byte*>(view.data().get()), view.device()),
-                               *bytes);
+  return make_span<Kind>(reinterpret_cast<std::byte*>(view.data().get()), *bytes, view.device());
 }
 
 }  // namespace cudamem
@@ -2499,11 +2484,8 @@ inline constexpr detail::fill_fn fill{};
 
 }  // namespace cudamem
 /// \file
-/// RAII page-locking of existing pageable host memory (cudaHostRegister).
-///
-///     template <class T> class host_registration {  // move-only; stream-ordered calls refuse a temporary
-///       static result<host_registration> register_range(host_span<T>);  // as host_register(host_span<T>)
-///       pinned_span<T> view() const&;  operator pinned_span<T>() const&; };  // not of a temporary
+/// RAII page-locking of existing pageable host memory (cudaHostRegister): `host_register(host_span<T>)` returns a
+/// move-only `host_registration<T>`, a pinned view of the range while it lives.
 
 
 #include <cstddef>
