@@ -194,12 +194,7 @@ void kernel_row(std::vector<row>& rows, const options& opt, stream_ref st, const
 int main(int argc, char** argv) {
   bench_name = "bench_2d";
   const options opt = parse_options(argc, argv);
-  int device_count = 0;
-  if (const cudaError_t code = cudaGetDeviceCount(&device_count); code != cudaSuccess || device_count == 0) {
-    std::fprintf(stderr, "no CUDA device (%s)\n",
-                 code != cudaSuccess ? cudaGetErrorString(code) : "cudaGetDeviceCount returned 0");
-    return 77;
-  }
+  if (visible_devices() == 0) return 77;
   cudaDeviceProp properties{};
   check(cudaGetDeviceProperties(&properties, 0), "cudaGetDeviceProperties");
   std::printf("bench_2d: cudamem %d.%d.%d against cudaMemcpy2DAsync on %s; %d trials per side, medians\n\n",
@@ -226,12 +221,6 @@ int main(int argc, char** argv) {
       {"char", 1, 64, rows_for(128) / 16, 128, 128, 0, 0.99},
   };
   for (const shape& s : host_shapes) host_rows(rows, opt, s, st, start, stop);
-  print_table(rows);
-  std::printf("\n");
-  print_summary(rows);
-  if (opt.json_path != nullptr) {
-    write_json(opt.json_path, rows, properties.name);
-    std::printf("wrote %s\n", opt.json_path);
-  }
+  report(rows, opt, properties.name);
   return 0;
 }

@@ -204,12 +204,7 @@ int main(int argc, char** argv) {
   const options opt = parse_options(argc, argv);
 
   // No device (or no driver): skipped, not failed, as the tests do.
-  int device_count = 0;
-  if (const cudaError_t code = cudaGetDeviceCount(&device_count); code != cudaSuccess || device_count == 0) {
-    std::fprintf(stderr, "no CUDA device (%s)\n",
-                 code != cudaSuccess ? cudaGetErrorString(code) : "cudaGetDeviceCount returned 0");
-    return 77;
-  }
+  if (visible_devices() == 0) return 77;
 
   const cudamem::device_id here = take(cudamem::current_device(), "current_device");
   cudaDeviceProp properties{};
@@ -232,12 +227,6 @@ int main(int argc, char** argv) {
   bandwidth_rows(rows, opt, stream);
   synchronous_rows(rows, opt);
 
-  print_table(rows);
-  std::printf("\n");
-  print_summary(rows);
-  if (opt.json_path != nullptr) {
-    write_json(opt.json_path, rows, properties.name);
-    std::printf("wrote %s\n", opt.json_path);
-  }
+  report(rows, opt, properties.name);
   return 0;
 }

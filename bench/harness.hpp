@@ -391,4 +391,27 @@ std::string size_text(std::size_t bytes) {
   else std::snprintf(text, sizeof text, "%zu B", bytes);
   return text;
 }
+
+// The number of visible devices; none (or no driver) prints why. A benchmark that finds fewer than
+// it needs exits 77, reported as skipped, as the tests do.
+int visible_devices() {
+  int count = 0;
+  if (const cudaError_t code = cudaGetDeviceCount(&count); code != cudaSuccess || count == 0) {
+    std::fprintf(stderr, "no CUDA device (%s)\n",
+                 code != cudaSuccess ? cudaGetErrorString(code) : "cudaGetDeviceCount returned 0");
+    return 0;
+  }
+  return count;
+}
+
+// The table, the summary and (with --json) the JSON file of a finished run.
+void report(const std::vector<row>& rows, const options& opt, const std::string& device_name) {
+  print_table(rows);
+  std::printf("\n");
+  print_summary(rows);
+  if (opt.json_path != nullptr) {
+    write_json(opt.json_path, rows, device_name);
+    std::printf("wrote %s\n", opt.json_path);
+  }
+}
 }  // namespace
