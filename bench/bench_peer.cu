@@ -57,16 +57,23 @@ void copy_rows(std::vector<row>& rows, const options& opt, const char* access, s
   const std::size_t row_bytes = std::size_t{64} << 10, pitch = row_bytes + 512, height = bytes / pitch;
   const detail::operand d{to, row_bytes, height, pitch, d1, detail::kind_id::device};
   const detail::operand sr{from, row_bytes, height, pitch, d0, detail::kind_id::device};
-  const cudaMemcpy3DPeerParms parms{nullptr, {}, {const_cast<std::byte*>(from), pitch, row_bytes, height}, 0,
-                                    nullptr, {}, {to, pitch, row_bytes, height}, 1, {row_bytes, height, 1}};
+  const cudaMemcpy3DPeerParms parms{nullptr,
+                                    {},
+                                    {const_cast<std::byte*>(from), pitch, row_bytes, height},
+                                    0,
+                                    nullptr,
+                                    {},
+                                    {to, pitch, row_bytes, height},
+                                    1,
+                                    {row_bytes, height, 1}};
   auto copy2d = [&] {
     detail::plan p;
     check(detail::plan_copy(p, d, sr, 1, cudaMemcpyDeviceToDevice, "copy"), "plan_copy");
     check(detail::run_async(p, s, "copy"), "copy");
   };
-  rows.push_back(bandwidth("peer D2D 2D " + std::to_string(height) + " x 64 KiB" + suffix, "GB/s", row_bytes * height,
-                           opt, s, start, stop,
-                           [&] { check(cudaMemcpy3DPeerAsync(&parms, raw), "cudaMemcpy3DPeerAsync"); }, copy2d));
+  rows.push_back(bandwidth(
+      "peer D2D 2D " + std::to_string(height) + " x 64 KiB" + suffix, "GB/s", row_bytes * height, opt, s, start, stop,
+      [&] { check(cudaMemcpy3DPeerAsync(&parms, raw), "cudaMemcpy3DPeerAsync"); }, copy2d));
   rows.back().target = 0.98;
 }
 
@@ -102,12 +109,13 @@ void nccl_rows(std::vector<row>& rows, const options& opt) {
   };
   auto lib = [&] {
     auto group = take(nccl::group::start(), "group::start");
-    for (int r = 0; r < 2; ++r) check(nccl::all_reduce(comms[r], data[r], nccl::reduce_op::sum, streams[r]), "all_reduce");
+    for (int r = 0; r < 2; ++r)
+      check(nccl::all_reduce(comms[r], data[r], nccl::reduce_op::sum, streams[r]), "all_reduce");
     check(group.end(), "group::end");
     wait_all();
   };
-  rows.push_back(synchronous_bandwidth("NCCL all-reduce 2 GPUs " + size_text(opt.bytes), "GB/s", opt.bytes, opt, raw,
-                                       lib, 0.99));
+  rows.push_back(
+      synchronous_bandwidth("NCCL all-reduce 2 GPUs " + size_text(opt.bytes), "GB/s", opt.bytes, opt, raw, lib, 0.99));
 }
 #endif
 }  // namespace

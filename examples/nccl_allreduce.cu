@@ -58,7 +58,8 @@ int run_rank(int rank, int size, int local_rank, int id_fd) {
   if (!values) return fail(rank, "allocate", values.error());
   fill_pattern<<<256, 256, 0, s->get()>>>(*values, rank);
   if (auto ok = check_launch("fill_pattern"); !ok) return fail(rank, "fill_pattern", ok.error());
-  if (auto ok = nccl::all_reduce(*comm, *values, nccl::reduce_op::sum, *s); !ok) return fail(rank, "all_reduce", ok.error());
+  if (auto ok = nccl::all_reduce(*comm, *values, nccl::reduce_op::sum, *s); !ok)
+    return fail(rank, "all_reduce", ok.error());
   auto staging = pinned_buffer<float>::allocate(count);
   if (!staging) return fail(rank, "allocate", staging.error());
   if (auto ok = copy(*staging, *values, *s); !ok) return fail(rank, "copy", ok.error());

@@ -16,7 +16,8 @@ static_assert(nccl::data_type_of<__half> == ncclFloat16 && nccl::data_type_of<__
 static_assert(nccl::data_type_of<std::int8_t> == ncclInt8 && nccl::data_type_of<std::uint8_t> == ncclUint8);
 static_assert(nccl::data_type_of<std::int32_t> == ncclInt32 && nccl::data_type_of<std::uint32_t> == ncclUint32);
 static_assert(nccl::data_type_of<std::int64_t> == ncclInt64 && nccl::data_type_of<unsigned long long> == ncclUint64);
-static_assert(!std::is_copy_constructible_v<nccl::communicator> && std::is_nothrow_move_constructible_v<nccl::communicator>);
+static_assert(!std::is_copy_constructible_v<nccl::communicator> &&
+              std::is_nothrow_move_constructible_v<nccl::communicator>);
 static_assert(!std::is_copy_constructible_v<nccl::group> && std::is_nothrow_move_constructible_v<nccl::group>);
 static_assert(sizeof(nccl::unique_id::native) == NCCL_UNIQUE_ID_BYTES);
 

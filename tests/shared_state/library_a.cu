@@ -12,5 +12,5 @@ void library_a_set_counter(int value) { cudamem::detail::process_wide<shared_sta
 void library_a_take_peer_guard(int accessor, int owner) {
   using cudamem::device_id;
   (void)cudamem::detail::process_wide<cudamem::detail::peer_table>().acquire(device_id(accessor), device_id(owner),
-                                                                            shared_state::no_switch);
+                                                                             shared_state::no_switch);
 }

@@ -15,5 +15,5 @@ bool library_b_peer_held(int accessor, int owner) {
 void library_b_drop_peer_guard(int accessor, int owner) {
   using cudamem::device_id;
   cudamem::detail::process_wide<cudamem::detail::peer_table>().release(device_id(accessor), device_id(owner),
-                                                                      shared_state::no_switch);
+                                                                       shared_state::no_switch);
 }

@@ -54,7 +54,8 @@ int main() {
   ok &= expect(!cudamem::detail::peer_access_held(cudamem::device_id(1), cudamem::device_id(0)),
                "a peer guard dropped through library B is still held");
   if (ok)
-    std::printf("shared_state: one release handler, one process_wide<> state and one peer registry across both "
-                "libraries\n");
+    std::printf(
+        "shared_state: one release handler, one process_wide<> state and one peer registry across both "
+        "libraries\n");
   return ok ? 0 : 1;
 }

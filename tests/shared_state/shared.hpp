@@ -13,7 +13,8 @@ struct CUDAMEM_DETAIL_PROCESS_WIDE counter {
   int value = 0;
 };
 /// A switch that switches nothing: the test counts guards in the process-wide peer registry, without a device.
-inline cudamem::status switch_nothing_on(cudamem::device_id, cudamem::device_id, cudamem::detail::peer_entry&) noexcept {
+inline cudamem::status switch_nothing_on(cudamem::device_id, cudamem::device_id,
+                                         cudamem::detail::peer_entry&) noexcept {
   return {};
 }
 inline void switch_nothing_off(cudamem::device_id, cudamem::device_id, const cudamem::detail::peer_entry&) noexcept {}

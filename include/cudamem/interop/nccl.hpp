@@ -39,8 +39,8 @@ inline constexpr bool unsupported = false;
 template <class T, class U = std::remove_cv_t<T>>
 constexpr ncclDataType_t data_type_for() noexcept {
   constexpr bool integer = std::is_integral_v<U> && !std::is_same_v<U, bool> && !std::is_same_v<U, char> &&
-                           !std::is_same_v<U, wchar_t> && !std::is_same_v<U, char8_t> &&
-                           !std::is_same_v<U, char16_t> && !std::is_same_v<U, char32_t>;
+                           !std::is_same_v<U, wchar_t> && !std::is_same_v<U, char8_t> && !std::is_same_v<U, char16_t> &&
+                           !std::is_same_v<U, char32_t>;
   if constexpr (std::is_same_v<U, float>) return ncclFloat32;
   else if constexpr (std::is_same_v<U, double>) return ncclFloat64;
   else if constexpr (std::is_same_v<U, __half>) return ncclFloat16;
@@ -68,9 +68,9 @@ namespace detail {
 /// An NCCL result as a status: errors in the NCCL domain, with the result's name and ncclGetErrorString's message.
 inline status check_nccl(ncclResult_t code, const char* api, const char* call) noexcept {
   if (code == ncclSuccess) return {};
-  constexpr const char* names[] = {"ncclSuccess",         "ncclUnhandledCudaError", "ncclSystemError",
-                                   "ncclInternalError",   "ncclInvalidArgument",    "ncclInvalidUsage",
-                                   "ncclRemoteError",     "ncclInProgress"};
+  constexpr const char* names[] = {"ncclSuccess",       "ncclUnhandledCudaError", "ncclSystemError",
+                                   "ncclInternalError", "ncclInvalidArgument",    "ncclInvalidUsage",
+                                   "ncclRemoteError",   "ncclInProgress"};
   const auto index = static_cast<unsigned>(code);
   return error(error_domain::nccl, static_cast<int>(code), api, call, index < 8 ? names[index] : "ncclResult_t",
                ncclGetErrorString(code));
@@ -124,8 +124,8 @@ class communicator {
     constexpr const char* api = "nccl::communicator::init_all";
     constexpr std::size_t most = 64;
     if (devices.size() != out.size() || devices.size() > most || devices.empty())
-      return error(errc::invalid_argument, api, "%zu devices and %zu communicators (1 to %zu of each)",
-                   devices.size(), out.size(), most);
+      return error(errc::invalid_argument, api, "%zu devices and %zu communicators (1 to %zu of each)", devices.size(),
+                   out.size(), most);
     ncclComm_t comms[most] = {};
     int ordinals[most] = {};
     for (std::size_t i = 0; i < devices.size(); ++i) ordinals[i] = devices[i].get();
@@ -179,9 +179,10 @@ class group {
 namespace detail {
 /// Device views, none an owner passed as a temporary (it would free its memory while the call is queued).
 template <class... V>
-concept device_views = ((viewable<std::remove_cvref_t<V>> &&
-                         std::is_same_v<typename std::remove_cvref_t<V>::kind, cudamem::device> &&
-                         !temporary_owner<V>) && ...);
+concept device_views =
+    ((viewable<std::remove_cvref_t<V>> && std::is_same_v<typename std::remove_cvref_t<V>::kind, cudamem::device> &&
+      !temporary_owner<V>) &&
+     ...);
 /// How the extents of send and recv must relate.
 enum class extents { equal, send_ranks_times, recv_ranks_times, any };
 constexpr const char* rule_text[] = {"recv.size() == send.size()", "send.size() == ranks * recv.size()",
@@ -268,11 +269,11 @@ template <class Send, class Recv>
 [[nodiscard]] status reduce_scatter(const communicator& comm, Send&& send, Recv&& recv, reduce_op op,
                                     stream_ref s) noexcept {
   detail::check_writable<Recv>();
-  return detail::issue(
-      comm, send, recv, s, detail::extents::send_ranks_times, -1, "nccl::reduce_scatter", "ncclReduceScatter",
-      [&](auto in, auto out, ncclDataType_t type) {
-        return ncclReduceScatter(in, out, recv.view().size(), type, ncclRedOp_t(op), comm.get(), s.get());
-      });
+  return detail::issue(comm, send, recv, s, detail::extents::send_ranks_times, -1, "nccl::reduce_scatter",
+                       "ncclReduceScatter", [&](auto in, auto out, ncclDataType_t type) {
+                         return ncclReduceScatter(in, out, recv.view().size(), type, ncclRedOp_t(op), comm.get(),
+                                                  s.get());
+                       });
 }
 /// Gathers `send` of every rank into `recv` (ranks * send.size() elements), rank r's at block r (ncclAllGather).
 /// Errors: as all_reduce.
