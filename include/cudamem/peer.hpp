@@ -127,14 +127,17 @@ inline status switch_peer_on(device_id accessor, device_id owner, peer_entry& en
 /// The registry's switch-off: undoes what switch_peer_on recorded. Access switched off behind the registry's back
 /// (cudaErrorPeerAccessNotEnabled) is no failure; other failures go to the release handler.
 inline void switch_peer_off(device_id accessor, device_id owner, const peer_entry& entry) noexcept {
+  const auto report = [](const error& failure) {  // as check_release: nothing once the runtime has unloaded
+    if (failure != cudaErrorCudartUnloading) report_release_failure(failure);
+  };
   if (entry.switched_pool) {
     auto pool = default_pool_of(accessor, owner, "peer_access::~peer_access");
-    if (!pool) report_release_failure(pool.error());
+    if (!pool) report(pool.error());
     else check_release(set_pool_access(*pool, entry.pool_flags_before), "cudaMemPoolSetAccess");
   }
   if (!entry.switched_access) return;
   auto current = device_guard::set(accessor);
-  if (!current) return report_release_failure(current.error());
+  if (!current) return report(current.error());
   const cudaError_t disabled = cudaDeviceDisablePeerAccess(owner.get());
   if (disabled == cudaErrorPeerAccessNotEnabled) (void)cudaGetLastError();
   else check_release(disabled, "cudaDeviceDisablePeerAccess");
