@@ -28,17 +28,17 @@ std::string name_of(const shape& s, const char* direction) {
   return text;
 }
 
-// The view cudamem copies: rows of `width` elements of `elem` bytes, `pitch` bytes apart.
-detail::operand rows_of(void* first, const shape& s, std::size_t pitch, detail::kind_id kind) {
-  const device_id where = kind == detail::kind_id::device ? device_id(0) : device_id::host();
-  return {static_cast<char*>(first) + s.offset, s.width, s.height, pitch, where, kind};
-}
+struct rgb {  // a 12-byte element
+  float r, g, b;
+};
 
-status copy_rows(const detail::operand& dst, const detail::operand& src, std::size_t elem, cudaMemcpyKind kind,
-                 stream_ref s) {
-  detail::plan p;
-  CUDAMEM_TRY(detail::plan_copy(p, dst, src, elem, kind, "copy"));
-  return detail::run_async(p, s, "copy");
+// The view cudamem copies: rows of `width` elements of T from byte `offset` of each row, `pitch`
+// bytes apart.
+template <class T, class K>
+pitched_span<T, K> rows_of(unsigned char* first, const shape& s, std::size_t pitch) {
+  const device_id where = std::is_same_v<K, device> ? device_id(0) : device_id::host();
+  return take(make_pitched(ptr<T, K>(reinterpret_cast<T*>(first + s.offset), where), s.width, s.height, pitch),
+              "make_pitched");
 }
 
 // Bytes [offset, offset + width * elem) of each row of `got` and `want` are equal, and (dst) the
@@ -61,6 +61,7 @@ std::vector<unsigned char> read_device(const void* p, std::size_t bytes) {
   return out;
 }
 
+template <class T>
 void device_row(std::vector<row>& rows, const options& opt, const shape& s, stream_ref st, const event& start,
                 const event& stop) {
   const std::size_t dbytes = s.dpitch * s.height, sbytes = s.spitch * s.height;
@@ -71,24 +72,30 @@ void device_row(std::vector<row>& rows, const options& opt, const shape& s, stre
   check(copy(src, span(pattern)), "copy");
   constexpr unsigned char poison = 0xa5;
   check(fill_bytes(dst, poison), "fill_bytes");
-  const auto d = rows_of(dst.data().get(), s, s.dpitch, detail::kind_id::device);
-  const auto sr = rows_of(src.data().get(), s, s.spitch, detail::kind_id::device);
+  const auto d = rows_of<T, device>(dst.data().get(), s, s.dpitch);
+  const pitched_span<const T, device> sr = rows_of<T, device>(src.data().get(), s, s.spitch);
   const std::size_t row_bytes = s.width * s.elem;
-  char* const raw_dst = static_cast<char*>(const_cast<void*>(d.addr));
-  const char* const raw_src = static_cast<const char*>(sr.addr);
+  void* const raw_dst = d.data().get();
+  const void* const raw_src = sr.data().get();
   const cudaStream_t raw_stream = st.get();
   // cudamem's copy first, checked; then both sides timed; then the raw side's result checked too.
-  check(copy_rows(d, sr, s.elem, cudaMemcpyDeviceToDevice, st), "copy");
+  check(copy(d, sr, st), "copy");
   check(st.synchronize(), "stream::synchronize");
   expect_rows(read_device(dst.data().get(), dbytes), s.dpitch, pattern, s.spitch, s, poison, "cudamem 2D copy");
+  // A small copy is over in a few microseconds, about the resolution of the events: each trial
+  // then times a run of copies, as many as make 64 MiB.
+  const std::size_t repeat = std::max<std::size_t>(1, (std::size_t{64} << 20) / (row_bytes * s.height));
   rows.push_back(bandwidth(
-      name_of(s, "D2D"), "GB/s", row_bytes * s.height, opt, st, start, stop,
+      name_of(s, "D2D"), "GB/s", row_bytes * s.height * repeat, opt, st, start, stop,
       [=] {
-        check(cudaMemcpy2DAsync(raw_dst, s.dpitch, raw_src, s.spitch, row_bytes, s.height, cudaMemcpyDeviceToDevice,
-                                raw_stream),
-              "cudaMemcpy2DAsync");
+        for (std::size_t i = 0; i < repeat; ++i)
+          check(cudaMemcpy2DAsync(raw_dst, s.dpitch, raw_src, s.spitch, row_bytes, s.height, cudaMemcpyDeviceToDevice,
+                                  raw_stream),
+                "cudaMemcpy2DAsync");
       },
-      [=] { check(copy_rows(d, sr, s.elem, cudaMemcpyDeviceToDevice, st), "copy"); }));
+      [=] {
+        for (std::size_t i = 0; i < repeat; ++i) check(copy(d, sr, st), "copy");
+      }));
   rows.back().target = s.target;
   check(fill_bytes(dst, poison), "fill_bytes");
   check(cudaMemcpy2DAsync(raw_dst, s.dpitch, raw_src, s.spitch, row_bytes, s.height, cudaMemcpyDeviceToDevice,
@@ -108,8 +115,8 @@ void host_rows(std::vector<row>& rows, const options& opt, const shape& s, strea
   const std::vector<unsigned char> pattern(host.data().get(), host.data().get() + bytes);
   constexpr unsigned char poison = 0x3c;
   check(fill_bytes(dev, poison), "fill_bytes");
-  const auto h = rows_of(host.data().get(), s, s.dpitch, detail::kind_id::pinned);
-  const auto d = rows_of(dev.data().get(), s, s.dpitch, detail::kind_id::device);
+  const auto h = rows_of<unsigned char, pinned>(host.data().get(), s, s.dpitch);
+  const auto d = rows_of<unsigned char, device>(dev.data().get(), s, s.dpitch);
   unsigned char* const raw_host = host.data().get();
   unsigned char* const raw_dev = dev.data().get();
   const cudaStream_t raw_stream = st.get();
@@ -120,7 +127,7 @@ void host_rows(std::vector<row>& rows, const options& opt, const shape& s, strea
         check(cudaMemcpy2DAsync(raw_dev, pitch, raw_host, pitch, row_bytes, height, cudaMemcpyHostToDevice, raw_stream),
               "cudaMemcpy2DAsync");
       },
-      [=] { check(copy_rows(d, h, s.elem, cudaMemcpyHostToDevice, st), "copy"); }));
+      [=] { check(copy(d, h, st), "copy"); }));
   check(st.synchronize(), "stream::synchronize");
   expect_rows(read_device(raw_dev, bytes), pitch, pattern, pitch, s, poison, "2D H2D");
   std::memset(raw_host, poison, bytes);
@@ -130,9 +137,56 @@ void host_rows(std::vector<row>& rows, const options& opt, const shape& s, strea
         check(cudaMemcpy2DAsync(raw_host, pitch, raw_dev, pitch, row_bytes, height, cudaMemcpyDeviceToHost, raw_stream),
               "cudaMemcpy2DAsync");
       },
-      [=] { check(copy_rows(h, d, s.elem, cudaMemcpyDeviceToHost, st), "copy"); }));
+      [=] { check(copy(h, d, st), "copy"); }));
   check(st.synchronize(), "stream::synchronize");
   expect_rows(std::vector<unsigned char>(raw_host, raw_host + bytes), pitch, pattern, pitch, s, poison, "2D D2H");
+}
+
+// A kernel that reads one pitched array and writes another, written twice: through pitched_span's
+// v(row, col), and with the pitched pointer arithmetic a user would write by hand.
+__global__ void scale_views(pitched_span<const float, device> in, pitched_span<float, device> out) {
+  for (std::size_t r = blockIdx.y; r < in.height(); r += gridDim.y)
+    for (std::size_t c = blockIdx.x * blockDim.x + threadIdx.x; c < in.width(); c += gridDim.x * blockDim.x)
+      out(r, c) = 2.0f * in(r, c);
+}
+__global__ void scale_raw(const char* in, std::size_t in_pitch, char* out, std::size_t out_pitch, std::size_t width,
+                          std::size_t height) {
+  for (std::size_t r = blockIdx.y; r < height; r += gridDim.y)
+    for (std::size_t c = blockIdx.x * blockDim.x + threadIdx.x; c < width; c += gridDim.x * blockDim.x)
+      reinterpret_cast<float*>(out + r * out_pitch)[c] = 2.0f * reinterpret_cast<const float*>(in + r * in_pitch)[c];
+}
+
+void kernel_row(std::vector<row>& rows, const options& opt, stream_ref st, const event& start, const event& stop) {
+  const std::size_t width = 16368, height = std::max<std::size_t>(1, opt.bytes / (16384 * sizeof(float)));
+  auto in = take(device_pitched_buffer<float>::allocate(width, height), "pitched_buffer::allocate");
+  auto out = take(device_pitched_buffer<float>::allocate(width, height), "pitched_buffer::allocate");
+  std::vector<float> values(width * height);
+  for (std::size_t i = 0; i < values.size(); ++i) values[i] = static_cast<float>(i % 1000);
+  check(copy(in, span(values)), "copy");
+  check(fill_bytes(out, 0), "fill_bytes");
+  const pitched_span<const float, device> iv = in.view();
+  const pitched_span<float, device> ov = out.view();
+  const dim3 grid(static_cast<unsigned>((width + 255) / 256),
+                  static_cast<unsigned>(std::min<std::size_t>(height, 2048)));
+  const cudaStream_t raw_stream = st.get();
+  rows.push_back(bandwidth(
+      "kernel over " + std::to_string(height) + " x " + std::to_string(width) + " floats, v(r, c) against raw",
+      "GB/s (read + written)", 2 * width * height * sizeof(float), opt, st, start, stop,
+      [=] {
+        scale_raw<<<grid, 256, 0, raw_stream>>>(reinterpret_cast<const char*>(iv.data().get()), iv.pitch_bytes(),
+                                                reinterpret_cast<char*>(ov.data().get()), ov.pitch_bytes(), width,
+                                                height);
+        check(cudaGetLastError(), "scale_raw");
+      },
+      [=] {
+        scale_views<<<grid, 256, 0, raw_stream>>>(iv, ov);
+        check(cudaGetLastError(), "scale_views");
+      }));
+  rows.back().target = 0.98;
+  std::vector<float> back(width * height);
+  check(copy(span(back), out), "copy");
+  for (std::size_t i = 0; i < back.size(); i += 997)
+    if (back[i] != 2.0f * values[i]) fail("pitched kernel", "a scaled element is wrong");
 }
 
 }  // namespace
@@ -153,21 +207,19 @@ int main(int argc, char** argv) {
   // Heights scale with --bytes (default 1 GiB of destination footprint), so --quick stays small.
   const std::size_t budget = opt.bytes;
   const auto rows_for = [&](std::size_t pitch) { return std::max<std::size_t>(1, budget / pitch); };
-  const shape shapes[] = {
-      {"char", 1, 65520, rows_for(65536), 65536, 65536, 0, 2.2},
-      {"float", 4, 4092, rows_for(16384), 16384, 16384, 0, 1.1},
-      {"double", 8, 128, rows_for(2048), 1024, 2048, 0, 1.1},
-      {"float", 4, 28, rows_for(512), 512, 512, 0, 1.1},
-      {"struct12", 12, 1365, rows_for(16384), 16384, 16384, 0, 1.1},
-      {"double", 8, 4096, rows_for(65536), 65536, 65536, 16384, 1.1},
-      {"float", 4, 60, 256, 512, 512, 0, 0.98},
-      {"char", 1, 1001, 4096, 1024, 1536, 0, 0.98},
-  };
   const auto st = take(stream::create(), "stream::create");
   const auto start = take(event::create(), "event::create");
   const auto stop = take(event::create(), "event::create");
   std::vector<row> rows;
-  for (const shape& s : shapes) device_row(rows, opt, s, st, start, stop);
+  device_row<char>(rows, opt, {"char", 1, 65520, rows_for(65536), 65536, 65536, 0, 2.2}, st, start, stop);
+  device_row<float>(rows, opt, {"float", 4, 4092, rows_for(16384), 16384, 16384, 0, 1.1}, st, start, stop);
+  device_row<double>(rows, opt, {"double", 8, 128, rows_for(2048), 1024, 2048, 0, 1.1}, st, start, stop);
+  device_row<float>(rows, opt, {"float", 4, 28, rows_for(512), 512, 512, 0, 1.1}, st, start, stop);
+  device_row<rgb>(rows, opt, {"rgb (12 B)", 12, 1365, rows_for(16384), 16384, 16384, 0, 1.1}, st, start, stop);
+  device_row<double>(rows, opt, {"double", 8, 4096, rows_for(65536), 65536, 65536, 16384, 1.1}, st, start, stop);
+  device_row<float>(rows, opt, {"float", 4, 60, 256, 512, 512, 0, 0.98}, st, start, stop);
+  device_row<char>(rows, opt, {"char", 1, 1001, 4096, 1024, 1536, 0, 0.98}, st, start, stop);
+  kernel_row(rows, opt, st, start, stop);
   const shape host_shapes[] = {
       {"char", 1, 65520, rows_for(65536) / 4, 65536, 65536, 0, 0.99},
       {"char", 1, 1000, rows_for(1024) / 4, 1024, 1024, 0, 0.99},

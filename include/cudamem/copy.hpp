@@ -46,17 +46,28 @@ constexpr void check_stream_ordered() {
                 "until the stream is done with it");
 }
 
-template <class DstView, class SrcView>
-status copy_views(DstView dst, SrcView src, const stream_ref* s, const char* api) noexcept {
-  using T = typename DstView::element_type;
-  static_assert(std::is_same_v<std::remove_cv_t<T>, std::remove_cv_t<typename SrcView::element_type>>,
+template <class Dst, class Src>
+constexpr void check_copy_types() {
+  using T = typename Dst::element_type;
+  static_assert(std::is_same_v<std::remove_cv_t<T>, std::remove_cv_t<typename Src::element_type>>,
                 "cudamem::copy: the element types of dst and src differ; copy between views of the same type "
                 "(to copy raw bytes, view both sides with cudamem::as_bytes / as_writable_bytes)");
   static_assert(!std::is_const_v<T>, "cudamem::copy: dst is a view of const elements");
-  constexpr auto direction = copy_direction<typename DstView::kind, typename SrcView::kind>;
+}
+
+/// A checked copy between two operands, synchronous (`s` null) or ordered on `*s`.
+inline status copy_operands(const operand& dst, const operand& src, std::size_t elem_size, cudaMemcpyKind direction,
+                            const stream_ref* s, const char* api) noexcept {
   plan p;
-  CUDAMEM_TRY(plan_copy(p, operand_of(dst), operand_of(src), sizeof(T), direction, api));
+  CUDAMEM_TRY(plan_copy(p, dst, src, elem_size, direction, api));
   return s != nullptr ? run_async(p, *s, api) : run_sync(p, api);
+}
+
+template <class DstView, class SrcView>
+status copy_views(DstView dst, SrcView src, const stream_ref* s, const char* api) noexcept {
+  check_copy_types<DstView, SrcView>();
+  return copy_operands(operand_of(dst), operand_of(src), sizeof(typename DstView::element_type),
+                       copy_direction<typename DstView::kind, typename SrcView::kind>, s, api);
 }
 
 // Which copies a named form takes: `copy` any; CuPy's names restrict one side's kind.

@@ -13,6 +13,7 @@
 #include <cudamem/host_register.hpp>
 #include <cudamem/kind.hpp>
 #include <cudamem/peer.hpp>
+#include <cudamem/pitched.hpp>
 #include <cudamem/ptr.hpp>
 #include <cudamem/resource.hpp>
 #include <cudamem/span.hpp>

@@ -1,17 +1,14 @@
 // SPDX-License-Identifier: MIT
 /// \file
-/// Devices: ids, the current device, an RAII guard, and the few cached properties the library needs.
-///
-///     class device_id { explicit device_id(int); static device_id host(); int get(); bool is_host(); };
-///     result<int> device_count();  result<device_id> current_device();  status set_current_device(device_id);
-///     class device_guard { static result<device_guard> set(device_id), keep_current(); device_id previous(); };
-///     result<std::size_t> max_pitch(device_id);  result<int> compute_capability(device_id);  // cached
+/// Devices: ids (`device_id`), the current device, an RAII guard (`device_guard`), and the few cached properties the
+/// library needs (`max_pitch`, `compute_capability`).
 #pragma once
 
 #include <cudamem/detail/unique_handle.hpp>
 #include <cudamem/error.hpp>
 
 #include <cstddef>
+#include <type_traits>
 
 namespace cudamem {
 
@@ -78,21 +75,16 @@ struct per_device_cache {
     return value;
   }
 };
-/// An attribute of device `ordinal`, read now. Errors: out_of_range (no such device); CUDA errors.
-inline result<int> read_attribute(int ordinal, cudaDeviceAttr attribute, const char* api) noexcept {
-  CUDAMEM_TRY(check_device(device_id(ordinal), api));
-  int value = 0;
-  CUDAMEM_TRY(check(cudaDeviceGetAttribute(&value, attribute, ordinal), api, "cudaDeviceGetAttribute"));
-  return value;
-}
-
-template <cudaDeviceAttr Attribute>
-struct attribute_tag {};
-/// An attribute of a device, read once per (device, attribute) and cached. Errors: as read_attribute.
+/// An attribute of a device, read once per (device, attribute) and cached. Errors: out_of_range; CUDA errors.
 template <cudaDeviceAttr Attribute>
 inline result<int> cached_attribute(device_id id, const char* api) noexcept {
-  return per_device_cache<attribute_tag<Attribute>>::get(
-      id.get(), [api](int ordinal) noexcept { return read_attribute(ordinal, Attribute, api); });
+  using cache = per_device_cache<std::integral_constant<cudaDeviceAttr, Attribute>>;
+  return cache::get(id.get(), [api](int ordinal) noexcept -> result<int> {
+    CUDAMEM_TRY(check_device(device_id(ordinal), api));
+    int value = 0;
+    CUDAMEM_TRY(check(cudaDeviceGetAttribute(&value, Attribute, ordinal), api, "cudaDeviceGetAttribute"));
+    return value;
+  });
 }
 }  // namespace detail
 

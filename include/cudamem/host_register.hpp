@@ -1,10 +1,7 @@
 // SPDX-License-Identifier: MIT
 /// \file
-/// RAII page-locking of existing pageable host memory (cudaHostRegister).
-///
-///     template <class T> class host_registration {  // move-only; stream-ordered calls refuse a temporary
-///       static result<host_registration> register_range(host_span<T>);  // as host_register(host_span<T>)
-///       pinned_span<T> view() const&;  operator pinned_span<T>() const&; };  // not of a temporary
+/// RAII page-locking of existing pageable host memory (cudaHostRegister): `host_register(host_span<T>)` returns a
+/// move-only `host_registration<T>`, a pinned view of the range while it lives.
 #pragma once
 
 #include <cudamem/detail/unique_handle.hpp>

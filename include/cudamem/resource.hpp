@@ -1,18 +1,7 @@
 // SPDX-License-Identifier: MIT
 /// \file
-/// Memory resources: where a buffer's memory comes from and goes back to. One resource per kind,
-/// with the stream-first interface that CCCL's cuda::mr and RMM settled on, and `resource_ref<K>`,
-/// the type-erased handle a buffer keeps so that it frees through the resource it came from.
-///
-///   concept memory_resource_for<R, K>     R::kind is K; allocate / deallocate as below
-///   result<void*> allocate(stream_ref s, std::size_t bytes, std::size_t alignment) noexcept
-///   void deallocate(stream_ref s, void* p, std::size_t bytes, std::size_t alignment) noexcept
-///   device_malloc_resource   cudaMalloc / cudaFree                  (kind device)
-///   device_pool_resource     cudaMallocAsync / cudaFreeAsync on s   (kind device)
-///   pinned_resource          cudaMallocHost / cudaFreeHost          (kind pinned)
-///   managed_resource         cudaMallocManaged / cudaFree           (kind managed)
-///   host_resource            aligned operator new / delete          (kind host)
-///   resource_ref<K>          non-owning handle to any resource of kind K
+/// Memory resources: where a buffer's memory comes from and goes back to, one per kind, with the stream-first
+/// interface that CCCL's cuda::mr and RMM settled on; `resource_ref<K>` is the type-erased handle a buffer keeps.
 #pragma once
 
 #include <cudamem/detail/capture.hpp>
@@ -26,9 +15,9 @@
 
 namespace cudamem {
 
-/// A memory resource for kind K: allocates `bytes` aligned to `alignment`, ordered on a stream (or
-/// ignoring it), and takes them back without failing (a failed release goes to the release
-/// handler). It allocates on the current device; buffers make their device current around both.
+/// A memory resource for kind K: allocates `bytes` aligned to `alignment`, ordered on a stream (or ignoring it), and
+/// takes them back without failing (a failed release goes to the release handler). It allocates on the current
+/// device; buffers make their device current around both.
 template <class R, class K>
 concept memory_resource_for =
     memory_kind<K> && std::is_same_v<typename R::kind, K> && requires(R& r, stream_ref s, void* p, std::size_t n) {
@@ -37,68 +26,58 @@ concept memory_resource_for =
     };
 
 namespace detail {
-/// CUDA's allocators align to 256 bytes; a larger alignment cannot be promised.
-inline status check_cuda_alignment(std::size_t alignment, const char* api) noexcept {
+/// Succeeds for a power of two; CUDA's allocators (`cuda`) align to 256 bytes, so a larger one cannot be promised.
+inline status check_alignment(std::size_t alignment, const char* api, bool cuda = true) noexcept {
   if (alignment == 0 || (alignment & (alignment - 1)) != 0)
     return error(errc::invalid_argument, api, "alignment %zu is not a power of two", alignment);
-  if (alignment > 256)
+  if (cuda && alignment > 256)
     return error(errc::not_supported, api, "alignment %zu exceeds the 256 bytes CUDA allocations guarantee", alignment);
   return {};
 }
 
-/// The synchronous CUDA allocators, told apart by their two calls (`Calls`): the alignment check,
-/// then the call in relaxed capture mode (an allocation is not part of anyone's capture). The
-/// stream is not used.
-template <memory_kind K, class Calls>
+/// The synchronous CUDA allocator of kind K (cudaMalloc, cudaMallocHost or cudaMallocManaged): the alignment check,
+/// then the call in relaxed capture mode (an allocation is not part of anyone's capture). The stream is not used.
+template <memory_kind K>
 struct cuda_resource {
   using kind = K;  ///< the kind it serves
   /// Allocates `bytes` on the current device.
   [[nodiscard]] result<void*> allocate(stream_ref, std::size_t bytes, std::size_t alignment) noexcept {
-    if (auto ok = check_cuda_alignment(alignment, Calls::allocate_name); !ok) return ok.error();
+    CUDAMEM_TRY(check_alignment(alignment, allocate_name));
     relaxed_capture_scope relaxed;
     void* raw = nullptr;
-    if (auto ok = check(Calls::allocate(&raw, bytes), nullptr, Calls::allocate_name); !ok) return ok.error();
+    const cudaError_t code = is_pinned    ? cudaMallocHost(&raw, bytes)
+                             : is_managed ? cudaMallocManaged(&raw, bytes, cudaMemAttachGlobal)
+                                          : cudaMalloc(&raw, bytes);
+    CUDAMEM_TRY(check(code, nullptr, allocate_name));
     return raw;
   }
   /// Frees; a failure goes to the release handler.
   void deallocate(stream_ref, void* p, std::size_t, std::size_t) noexcept {
     relaxed_capture_scope relaxed;
-    check_release(Calls::free(p), Calls::free_name);
+    if constexpr (is_pinned) check_release(cudaFreeHost(p), "cudaFreeHost");
+    else check_release(cudaFree(p), "cudaFree");
   }
-};
 
-struct malloc_calls {
-  static constexpr const char *allocate_name = "cudaMalloc", *free_name = "cudaFree";
-  static cudaError_t allocate(void** p, std::size_t bytes) noexcept { return cudaMalloc(p, bytes); }
-  static cudaError_t free(void* p) noexcept { return cudaFree(p); }
-};
-struct host_alloc_calls {
-  static constexpr const char *allocate_name = "cudaMallocHost", *free_name = "cudaFreeHost";
-  static cudaError_t allocate(void** p, std::size_t bytes) noexcept { return cudaMallocHost(p, bytes); }
-  static cudaError_t free(void* p) noexcept { return cudaFreeHost(p); }
-};
-struct managed_calls {
-  static constexpr const char *allocate_name = "cudaMallocManaged", *free_name = "cudaFree";
-  static cudaError_t allocate(void** p, std::size_t bytes) noexcept {
-    return cudaMallocManaged(p, bytes, cudaMemAttachGlobal);
-  }
-  static cudaError_t free(void* p) noexcept { return cudaFree(p); }
+ private:
+  static constexpr bool is_pinned = std::is_same_v<K, pinned>, is_managed = std::is_same_v<K, managed>;
+  static constexpr const char* allocate_name = is_pinned    ? "cudaMallocHost"
+                                               : is_managed ? "cudaMallocManaged"
+                                                            : "cudaMalloc";
 };
 }  // namespace detail
 
-/// cudaMalloc on the current device: usable on every stream at once. Synchronous; cudaFree
-/// synchronizes the device.
-using device_malloc_resource = detail::cuda_resource<device, detail::malloc_calls>;
+/// cudaMalloc on the current device: usable on every stream at once. Synchronous; cudaFree synchronizes the device.
+using device_malloc_resource = detail::cuda_resource<device>;
 static_assert(memory_resource_for<device_malloc_resource, device>);
 
-/// cudaMallocAsync from the pool of the stream's device, ordered on the stream; cudaFreeAsync on the
-/// stream given to deallocate. Both can be captured. Errors: not_supported without memory pools.
+/// cudaMallocAsync from the pool of the stream's device, ordered on the stream; cudaFreeAsync on the stream given to
+/// deallocate. Both can be captured. Errors: not_supported without memory pools.
 struct device_pool_resource {
   using kind = device;  ///< the kind it serves
   /// Allocates (see the struct).
   [[nodiscard]] result<void*> allocate(stream_ref s, std::size_t bytes, std::size_t alignment) noexcept {
     constexpr const char* api = "cudaMallocAsync";
-    if (auto ok = detail::check_cuda_alignment(alignment, api); !ok) return ok.error();
+    CUDAMEM_TRY(detail::check_alignment(alignment, api));
     if (auto where = s.device(); where) {
       auto pools = detail::cached_attribute<cudaDevAttrMemoryPoolsSupported>(*where, api);
       if (!pools) return pools.error();
@@ -106,7 +85,7 @@ struct device_pool_resource {
         return error(errc::not_supported, api, "device %d has no stream-ordered memory pools", where->get());
     }
     void* raw = nullptr;
-    if (auto ok = detail::check(cudaMallocAsync(&raw, bytes, s.get()), nullptr, api); !ok) return ok.error();
+    CUDAMEM_TRY(detail::check(cudaMallocAsync(&raw, bytes, s.get()), nullptr, api));
     return raw;
   }
   /// Frees; a failure goes to the release handler.
@@ -117,11 +96,11 @@ struct device_pool_resource {
 static_assert(memory_resource_for<device_pool_resource, device>);
 
 /// cudaMallocHost: page-locked, mapped for every device. Synchronous.
-using pinned_resource = detail::cuda_resource<pinned, detail::host_alloc_calls>;
+using pinned_resource = detail::cuda_resource<pinned>;
 static_assert(memory_resource_for<pinned_resource, pinned>);
 
 /// cudaMallocManaged (attached globally) on the current device. Synchronous.
-using managed_resource = detail::cuda_resource<managed, detail::managed_calls>;
+using managed_resource = detail::cuda_resource<managed>;
 static_assert(memory_resource_for<managed_resource, managed>);
 
 /// Aligned operator new: at least 64 bytes (a cache line), more when asked. Needs no device.
@@ -129,8 +108,7 @@ struct host_resource {
   using kind = host;  ///< the kind it serves
   /// Allocates (see the struct).
   [[nodiscard]] result<void*> allocate(stream_ref, std::size_t bytes, std::size_t alignment) noexcept {
-    if (alignment == 0 || (alignment & (alignment - 1)) != 0)
-      return error(errc::invalid_argument, "operator new", "alignment %zu is not a power of two", alignment);
+    CUDAMEM_TRY(detail::check_alignment(alignment, "operator new", false));
     void* raw = ::operator new(bytes, std::align_val_t{aligned(alignment)}, std::nothrow);
     if (raw == nullptr) return error(errc::out_of_memory, "operator new", "out of host memory (%zu bytes)", bytes);
     return raw;
@@ -145,12 +123,11 @@ struct host_resource {
 };
 static_assert(memory_resource_for<host_resource, host>);
 
-/// A non-owning, type-erased handle to a resource of kind K (two pointers). The resource must
-/// outlive every handle and every buffer allocated from it.
+/// A non-owning, type-erased handle to a resource of kind K (two pointers). The resource must outlive every handle
+/// and every buffer allocated from it.
 template <memory_kind K>
 class resource_ref {
  public:
-  /// The kind the resource serves.
   using kind = K;  ///< the kind it serves
 
   /// Refers to `resource`, which must serve kind K (a resource of another kind does not compile).
@@ -191,8 +168,8 @@ template <class R>
 inline R builtin_resource{};
 }  // namespace detail
 
-/// The resource a buffer of kind K uses when none is given (device memory: the pool when
-/// stream-ordered, else cudaMalloc).
+/// The resource a buffer of kind K uses when none is given (device memory: the pool if stream-ordered, else
+/// cudaMalloc).
 template <memory_kind K>
 [[nodiscard]] resource_ref<K> default_resource(bool stream_ordered = false) noexcept {
   if constexpr (std::is_same_v<K, device>) {

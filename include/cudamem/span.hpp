@@ -13,9 +13,6 @@
 
 namespace cudamem {
 
-template <class T, memory_kind Kind>
-class span;
-
 /// What copies and fills take: a `kind` and a typed `view()` (span, buffer, host_registration). Owners also say
 /// `owns_memory`: stream-ordered operations refuse a temporary owner, which would free memory still in use.
 template <class V>
@@ -145,8 +142,7 @@ template <class T, memory_kind Kind>
 [[nodiscard]] result<span<const std::byte, Kind>> as_bytes(span<T, Kind> view) noexcept {
   auto bytes = detail::bytes_of(view.size(), sizeof(T), "as_bytes");
   if (!bytes) return bytes.error();
-  return span<const std::byte, Kind>(
-      ptr<const std::byte, Kind>(reinterpret_cast<const std::byte*>(view.data().get()), view.device()), *bytes);
+  return make_span<Kind>(reinterpret_cast<const std::byte*>(view.data().get()), *bytes, view.device());
 }
 /// The bytes of a view of non-const elements, writable: the destination of a raw copy. Errors: as as_bytes.
 template <class T, memory_kind Kind>
@@ -154,8 +150,7 @@ template <class T, memory_kind Kind>
 [[nodiscard]] result<span<std::byte, Kind>> as_writable_bytes(span<T, Kind> view) noexcept {
   auto bytes = detail::bytes_of(view.size(), sizeof(T), "as_writable_bytes");
   if (!bytes) return bytes.error();
-  return span<std::byte, Kind>(ptr<std::byte, Kind>(reinterpret_cast<std::byte*>(view.data().get()), view.device()),
-                               *bytes);
+  return make_span<Kind>(reinterpret_cast<std::byte*>(view.data().get()), *bytes, view.device());
 }
 
 }  // namespace cudamem

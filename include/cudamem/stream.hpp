@@ -1,13 +1,7 @@
 // SPDX-License-Identifier: MIT
 /// \file
-/// Streams and events on a device: owning `stream`, `event` (move-only; an lvalue converts to its ref) and
-/// non-owning, trivially copyable `stream_ref`, `event_ref`.
-///
-///     stream_ref::legacy() (also stream_ref()), per_thread(), from_native_handle(cudaStream_t [, device_id])
-///     stream::create([device_id,] stream_options = {}) (non-blocking), adopt(cudaStream_t, device_id), release()
-///     event::create([device_id,] event_options = {}), event::elapsed_ms(event_ref start, event_ref end)
-///     get(), valid(), device(), synchronize(), ready(), wait(event_ref); ref() const&   stream, stream_ref
-///     get(), valid(), record(stream_ref), synchronize(), ready(); ref() const&, device()  event, event_ref
+/// Streams and events on a device: owning, move-only `stream` and `event` (an lvalue converts to its ref), and
+/// non-owning, trivially copyable `stream_ref` and `event_ref`.
 #pragma once
 
 #include <cudamem/detail/unique_handle.hpp>
@@ -189,7 +183,6 @@ struct stream_options {
 /// runs. A failed destroy goes to the release handler. Every operation on a moved-from stream is invalid_argument.
 class stream {
  public:
-  ///@{
   /// Creates a stream on `id`, or the current device (cudaStreamCreateWithPriority), non-blocking unless `options`
   /// says otherwise; the current device stays. Errors: out_of_range (`id` names no device); CUDA errors.
   [[nodiscard]] static result<stream> create(device_id id, stream_options options = {}) noexcept {
@@ -201,11 +194,11 @@ class stream {
     CUDAMEM_TRY(detail::check(code, "stream::create", "cudaStreamCreateWithPriority"));
     return stream(handle, id);
   }
+  /// As create(device_id, stream_options), on the current device.
   [[nodiscard]] static result<stream> create(stream_options options = {}) noexcept {
     auto id = current_device();
     return id ? create(*id, options) : id.error().with_api("stream::create");
   }
-  ///@}
   /// Takes ownership of a handle created on `id`. Errors: invalid_argument for a default stream (never owned).
   [[nodiscard]] static result<stream> adopt(cudaStream_t handle, device_id id) noexcept {
     if (detail::is_default_stream(handle))
@@ -242,7 +235,6 @@ struct event_options {
 /// streams of any device can wait for it.
 class event {
  public:
-  ///@{
   /// Creates an event on `id`, or the current device (cudaEventCreateWithFlags); the current device stays.
   /// Errors: out_of_range (`id` names no device); CUDA errors.
   [[nodiscard]] static result<event> create(device_id id, event_options options = {}) noexcept {
@@ -254,11 +246,11 @@ class event {
     CUDAMEM_TRY(detail::check(cudaEventCreateWithFlags(&handle, flags), "event::create", "cudaEventCreateWithFlags"));
     return event(handle, id);
   }
+  /// As create(device_id, event_options), on the current device.
   [[nodiscard]] static result<event> create(event_options options = {}) noexcept {
     auto id = current_device();
     return id ? create(*id, options) : id.error().with_api("event::create");
   }
-  ///@}
   /// A reference; it must not outlive the event. Invalid after a move.
   [[nodiscard]] event_ref ref() const& noexcept { return event_ref(handle_.get()); }
   event_ref ref() const&& = delete;  ///< Refused: it would dangle once the statement ends.

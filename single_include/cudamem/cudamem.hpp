@@ -34,30 +34,12 @@
 /// Typed, kind-checked CUDA memory. Everything public lives here; `cudamem::detail` is internal.
 
 /// \file
-/// `buffer<T, Kind>`: owning memory of one kind; move-only, deep-const, freed through the resource
-/// it came from, with its device current, in its stream's order.
-///
-///   static result<buffer> allocate(count)                    current device (device memory: cudaMalloc)
-///   static result<buffer> allocate(count, device_id)         on that device (device and managed)
-///   static result<buffer> allocate(count, stream_ref)        ordered on the stream (device: its pool)
-///   static result<buffer> allocate(count, stream_ref, resource_ref<Kind>)
-///   view(), data(), operator[], begin(), end()               const buffer -> const elements
-///   size(), size_bytes(), empty(), device(), stream(), resource(), set_stream(s), release()
+/// `buffer<T, Kind>`: owning memory of one kind; move-only, deep-const, freed through the resource it came from,
+/// with its device current, in its stream's order.
 
 /// \file
-/// Memory resources: where a buffer's memory comes from and goes back to. One resource per kind,
-/// with the stream-first interface that CCCL's cuda::mr and RMM settled on, and `resource_ref<K>`,
-/// the type-erased handle a buffer keeps so that it frees through the resource it came from.
-///
-///   concept memory_resource_for<R, K>     R::kind is K; allocate / deallocate as below
-///   result<void*> allocate(stream_ref s, std::size_t bytes, std::size_t alignment) noexcept
-///   void deallocate(stream_ref s, void* p, std::size_t bytes, std::size_t alignment) noexcept
-///   device_malloc_resource   cudaMalloc / cudaFree                  (kind device)
-///   device_pool_resource     cudaMallocAsync / cudaFreeAsync on s   (kind device)
-///   pinned_resource          cudaMallocHost / cudaFreeHost          (kind pinned)
-///   managed_resource         cudaMallocManaged / cudaFree           (kind managed)
-///   host_resource            aligned operator new / delete          (kind host)
-///   resource_ref<K>          non-owning handle to any resource of kind K
+/// Memory resources: where a buffer's memory comes from and goes back to, one per kind, with the stream-first
+/// interface that CCCL's cuda::mr and RMM settled on; `resource_ref<K>` is the type-erased handle a buffer keeps.
 
 // cudamem: keeping the library's own calls out of the user's stream captures. Internal.
 
@@ -188,14 +170,8 @@ inline constexpr kind_id kind_id_of = std::is_same_v<K, host>     ? kind_id::hos
 }  // namespace detail
 }  // namespace cudamem
 /// \file
-/// Streams and events on a device: owning `stream`, `event` (move-only; an lvalue converts to its ref) and
-/// non-owning, trivially copyable `stream_ref`, `event_ref`.
-///
-///     stream_ref::legacy() (also stream_ref()), per_thread(), from_native_handle(cudaStream_t [, device_id])
-///     stream::create([device_id,] stream_options = {}) (non-blocking), adopt(cudaStream_t, device_id), release()
-///     event::create([device_id,] event_options = {}), event::elapsed_ms(event_ref start, event_ref end)
-///     get(), valid(), device(), synchronize(), ready(), wait(event_ref); ref() const&   stream, stream_ref
-///     get(), valid(), record(stream_ref), synchronize(), ready(); ref() const&, device()  event, event_ref
+/// Streams and events on a device: owning, move-only `stream` and `event` (an lvalue converts to its ref), and
+/// non-owning, trivially copyable `stream_ref` and `event_ref`.
 
 // cudamem: the move-only ownership every RAII type of the library shares. Internal: include a public header instead.
 
@@ -216,8 +192,7 @@ class unique_handle {
   unique_handle() noexcept : handle_(Traits::empty()) {}                       ///< Owns nothing.
   explicit unique_handle(handle_type handle) noexcept : handle_(handle) {}     ///< Owns `handle` (may be empty()).
   unique_handle(unique_handle&& other) noexcept : handle_(other.release()) {}  ///< Takes over; `other` is left empty.
-  /// Releases this handle, then takes over the handle of `other`, which is left empty.
-  unique_handle& operator=(unique_handle&& other) noexcept {
+  unique_handle& operator=(unique_handle&& other) noexcept {  // releases this handle, then takes over `other`'s
     if (this != &other) reset(other.release());
     return *this;
   }
@@ -229,8 +204,7 @@ class unique_handle {
   [[nodiscard]] bool valid() const noexcept { return !(handle_ == Traits::empty()); }  ///< False when none is owned.
   /// Gives the handle up without releasing it; this owns nothing afterwards.
   [[nodiscard]] handle_type release() noexcept { return std::exchange(handle_, Traits::empty()); }
-  /// Releases the owned handle (if any), then owns `handle`.
-  void reset(handle_type handle = Traits::empty()) noexcept {
+  void reset(handle_type handle = Traits::empty()) noexcept {  // releases the owned handle (if any), then owns `handle`
     if (valid()) Traits::release(handle_);
     handle_ = handle;
   }
@@ -241,12 +215,8 @@ class unique_handle {
 
 }  // namespace cudamem::detail
 /// \file
-/// Devices: ids, the current device, an RAII guard, and the few cached properties the library needs.
-///
-///     class device_id { explicit device_id(int); static device_id host(); int get(); bool is_host(); };
-///     result<int> device_count();  result<device_id> current_device();  status set_current_device(device_id);
-///     class device_guard { static result<device_guard> set(device_id), keep_current(); device_id previous(); };
-///     result<std::size_t> max_pitch(device_id);  result<int> compute_capability(device_id);  // cached
+/// Devices: ids (`device_id`), the current device, an RAII guard (`device_guard`), and the few cached properties the
+/// library needs (`max_pitch`, `compute_capability`).
 
 /// \file
 /// Errors and results: every fallible call returns `result<T>` (a subset of std::expected<T, error>) or `status`
@@ -911,6 +881,7 @@ inline void check_release(cudaError_t code, const char* cuda_call) noexcept {
   } while (0)
 
 #include <cstddef>
+#include <type_traits>
 
 namespace cudamem {
 
@@ -977,21 +948,16 @@ struct per_device_cache {
     return value;
   }
 };
-/// An attribute of device `ordinal`, read now. Errors: out_of_range (no such device); CUDA errors.
-inline result<int> read_attribute(int ordinal, cudaDeviceAttr attribute, const char* api) noexcept {
-  CUDAMEM_TRY(check_device(device_id(ordinal), api));
-  int value = 0;
-  CUDAMEM_TRY(check(cudaDeviceGetAttribute(&value, attribute, ordinal), api, "cudaDeviceGetAttribute"));
-  return value;
-}
-
-template <cudaDeviceAttr Attribute>
-struct attribute_tag {};
-/// An attribute of a device, read once per (device, attribute) and cached. Errors: as read_attribute.
+/// An attribute of a device, read once per (device, attribute) and cached. Errors: out_of_range; CUDA errors.
 template <cudaDeviceAttr Attribute>
 inline result<int> cached_attribute(device_id id, const char* api) noexcept {
-  return per_device_cache<attribute_tag<Attribute>>::get(
-      id.get(), [api](int ordinal) noexcept { return read_attribute(ordinal, Attribute, api); });
+  using cache = per_device_cache<std::integral_constant<cudaDeviceAttr, Attribute>>;
+  return cache::get(id.get(), [api](int ordinal) noexcept -> result<int> {
+    CUDAMEM_TRY(check_device(device_id(ordinal), api));
+    int value = 0;
+    CUDAMEM_TRY(check(cudaDeviceGetAttribute(&value, Attribute, ordinal), api, "cudaDeviceGetAttribute"));
+    return value;
+  });
 }
 }  // namespace detail
 
@@ -1225,7 +1191,6 @@ struct stream_options {
 /// runs. A failed destroy goes to the release handler. Every operation on a moved-from stream is invalid_argument.
 class stream {
  public:
-  ///@{
   /// Creates a stream on `id`, or the current device (cudaStreamCreateWithPriority), non-blocking unless `options`
   /// says otherwise; the current device stays. Errors: out_of_range (`id` names no device); CUDA errors.
   [[nodiscard]] static result<stream> create(device_id id, stream_options options = {}) noexcept {
@@ -1237,11 +1202,11 @@ class stream {
     CUDAMEM_TRY(detail::check(code, "stream::create", "cudaStreamCreateWithPriority"));
     return stream(handle, id);
   }
+  /// As create(device_id, stream_options), on the current device.
   [[nodiscard]] static result<stream> create(stream_options options = {}) noexcept {
     auto id = current_device();
     return id ? create(*id, options) : id.error().with_api("stream::create");
   }
-  ///@}
   /// Takes ownership of a handle created on `id`. Errors: invalid_argument for a default stream (never owned).
   [[nodiscard]] static result<stream> adopt(cudaStream_t handle, device_id id) noexcept {
     if (detail::is_default_stream(handle))
@@ -1278,7 +1243,6 @@ struct event_options {
 /// streams of any device can wait for it.
 class event {
  public:
-  ///@{
   /// Creates an event on `id`, or the current device (cudaEventCreateWithFlags); the current device stays.
   /// Errors: out_of_range (`id` names no device); CUDA errors.
   [[nodiscard]] static result<event> create(device_id id, event_options options = {}) noexcept {
@@ -1290,11 +1254,11 @@ class event {
     CUDAMEM_TRY(detail::check(cudaEventCreateWithFlags(&handle, flags), "event::create", "cudaEventCreateWithFlags"));
     return event(handle, id);
   }
+  /// As create(device_id, event_options), on the current device.
   [[nodiscard]] static result<event> create(event_options options = {}) noexcept {
     auto id = current_device();
     return id ? create(*id, options) : id.error().with_api("event::create");
   }
-  ///@}
   /// A reference; it must not outlive the event. Invalid after a move.
   [[nodiscard]] event_ref ref() const& noexcept { return event_ref(handle_.get()); }
   event_ref ref() const&& = delete;  ///< Refused: it would dangle once the statement ends.
@@ -1331,9 +1295,9 @@ class event {
 
 namespace cudamem {
 
-/// A memory resource for kind K: allocates `bytes` aligned to `alignment`, ordered on a stream (or
-/// ignoring it), and takes them back without failing (a failed release goes to the release
-/// handler). It allocates on the current device; buffers make their device current around both.
+/// A memory resource for kind K: allocates `bytes` aligned to `alignment`, ordered on a stream (or ignoring it), and
+/// takes them back without failing (a failed release goes to the release handler). It allocates on the current
+/// device; buffers make their device current around both.
 template <class R, class K>
 concept memory_resource_for =
     memory_kind<K> && std::is_same_v<typename R::kind, K> && requires(R& r, stream_ref s, void* p, std::size_t n) {
@@ -1342,68 +1306,58 @@ concept memory_resource_for =
     };
 
 namespace detail {
-/// CUDA's allocators align to 256 bytes; a larger alignment cannot be promised.
-inline status check_cuda_alignment(std::size_t alignment, const char* api) noexcept {
+/// Succeeds for a power of two; CUDA's allocators (`cuda`) align to 256 bytes, so a larger one cannot be promised.
+inline status check_alignment(std::size_t alignment, const char* api, bool cuda = true) noexcept {
   if (alignment == 0 || (alignment & (alignment - 1)) != 0)
     return error(errc::invalid_argument, api, "alignment %zu is not a power of two", alignment);
-  if (alignment > 256)
+  if (cuda && alignment > 256)
     return error(errc::not_supported, api, "alignment %zu exceeds the 256 bytes CUDA allocations guarantee", alignment);
   return {};
 }
 
-/// The synchronous CUDA allocators, told apart by their two calls (`Calls`): the alignment check,
-/// then the call in relaxed capture mode (an allocation is not part of anyone's capture). The
-/// stream is not used.
-template <memory_kind K, class Calls>
+/// The synchronous CUDA allocator of kind K (cudaMalloc, cudaMallocHost or cudaMallocManaged): the alignment check,
+/// then the call in relaxed capture mode (an allocation is not part of anyone's capture). The stream is not used.
+template <memory_kind K>
 struct cuda_resource {
   using kind = K;  ///< the kind it serves
   /// Allocates `bytes` on the current device.
   [[nodiscard]] result<void*> allocate(stream_ref, std::size_t bytes, std::size_t alignment) noexcept {
-    if (auto ok = check_cuda_alignment(alignment, Calls::allocate_name); !ok) return ok.error();
+    CUDAMEM_TRY(check_alignment(alignment, allocate_name));
     relaxed_capture_scope relaxed;
     void* raw = nullptr;
-    if (auto ok = check(Calls::allocate(&raw, bytes), nullptr, Calls::allocate_name); !ok) return ok.error();
+    const cudaError_t code = is_pinned    ? cudaMallocHost(&raw, bytes)
+                             : is_managed ? cudaMallocManaged(&raw, bytes, cudaMemAttachGlobal)
+                                          : cudaMalloc(&raw, bytes);
+    CUDAMEM_TRY(check(code, nullptr, allocate_name));
     return raw;
   }
   /// Frees; a failure goes to the release handler.
   void deallocate(stream_ref, void* p, std::size_t, std::size_t) noexcept {
     relaxed_capture_scope relaxed;
-    check_release(Calls::free(p), Calls::free_name);
+    if constexpr (is_pinned) check_release(cudaFreeHost(p), "cudaFreeHost");
+    else check_release(cudaFree(p), "cudaFree");
   }
-};
 
-struct malloc_calls {
-  static constexpr const char *allocate_name = "cudaMalloc", *free_name = "cudaFree";
-  static cudaError_t allocate(void** p, std::size_t bytes) noexcept { return cudaMalloc(p, bytes); }
-  static cudaError_t free(void* p) noexcept { return cudaFree(p); }
-};
-struct host_alloc_calls {
-  static constexpr const char *allocate_name = "cudaMallocHost", *free_name = "cudaFreeHost";
-  static cudaError_t allocate(void** p, std::size_t bytes) noexcept { return cudaMallocHost(p, bytes); }
-  static cudaError_t free(void* p) noexcept { return cudaFreeHost(p); }
-};
-struct managed_calls {
-  static constexpr const char *allocate_name = "cudaMallocManaged", *free_name = "cudaFree";
-  static cudaError_t allocate(void** p, std::size_t bytes) noexcept {
-    return cudaMallocManaged(p, bytes, cudaMemAttachGlobal);
-  }
-  static cudaError_t free(void* p) noexcept { return cudaFree(p); }
+ private:
+  static constexpr bool is_pinned = std::is_same_v<K, pinned>, is_managed = std::is_same_v<K, managed>;
+  static constexpr const char* allocate_name = is_pinned    ? "cudaMallocHost"
+                                               : is_managed ? "cudaMallocManaged"
+                                                            : "cudaMalloc";
 };
 }  // namespace detail
 
-/// cudaMalloc on the current device: usable on every stream at once. Synchronous; cudaFree
-/// synchronizes the device.
-using device_malloc_resource = detail::cuda_resource<device, detail::malloc_calls>;
+/// cudaMalloc on the current device: usable on every stream at once. Synchronous; cudaFree synchronizes the device.
+using device_malloc_resource = detail::cuda_resource<device>;
 static_assert(memory_resource_for<device_malloc_resource, device>);
 
-/// cudaMallocAsync from the pool of the stream's device, ordered on the stream; cudaFreeAsync on the
-/// stream given to deallocate. Both can be captured. Errors: not_supported without memory pools.
+/// cudaMallocAsync from the pool of the stream's device, ordered on the stream; cudaFreeAsync on the stream given to
+/// deallocate. Both can be captured. Errors: not_supported without memory pools.
 struct device_pool_resource {
   using kind = device;  ///< the kind it serves
   /// Allocates (see the struct).
   [[nodiscard]] result<void*> allocate(stream_ref s, std::size_t bytes, std::size_t alignment) noexcept {
     constexpr const char* api = "cudaMallocAsync";
-    if (auto ok = detail::check_cuda_alignment(alignment, api); !ok) return ok.error();
+    CUDAMEM_TRY(detail::check_alignment(alignment, api));
     if (auto where = s.device(); where) {
       auto pools = detail::cached_attribute<cudaDevAttrMemoryPoolsSupported>(*where, api);
       if (!pools) return pools.error();
@@ -1411,7 +1365,7 @@ struct device_pool_resource {
         return error(errc::not_supported, api, "device %d has no stream-ordered memory pools", where->get());
     }
     void* raw = nullptr;
-    if (auto ok = detail::check(cudaMallocAsync(&raw, bytes, s.get()), nullptr, api); !ok) return ok.error();
+    CUDAMEM_TRY(detail::check(cudaMallocAsync(&raw, bytes, s.get()), nullptr, api));
     return raw;
   }
   /// Frees; a failure goes to the release handler.
@@ -1422,11 +1376,11 @@ struct device_pool_resource {
 static_assert(memory_resource_for<device_pool_resource, device>);
 
 /// cudaMallocHost: page-locked, mapped for every device. Synchronous.
-using pinned_resource = detail::cuda_resource<pinned, detail::host_alloc_calls>;
+using pinned_resource = detail::cuda_resource<pinned>;
 static_assert(memory_resource_for<pinned_resource, pinned>);
 
 /// cudaMallocManaged (attached globally) on the current device. Synchronous.
-using managed_resource = detail::cuda_resource<managed, detail::managed_calls>;
+using managed_resource = detail::cuda_resource<managed>;
 static_assert(memory_resource_for<managed_resource, managed>);
 
 /// Aligned operator new: at least 64 bytes (a cache line), more when asked. Needs no device.
@@ -1434,8 +1388,7 @@ struct host_resource {
   using kind = host;  ///< the kind it serves
   /// Allocates (see the struct).
   [[nodiscard]] result<void*> allocate(stream_ref, std::size_t bytes, std::size_t alignment) noexcept {
-    if (alignment == 0 || (alignment & (alignment - 1)) != 0)
-      return error(errc::invalid_argument, "operator new", "alignment %zu is not a power of two", alignment);
+    CUDAMEM_TRY(detail::check_alignment(alignment, "operator new", false));
     void* raw = ::operator new(bytes, std::align_val_t{aligned(alignment)}, std::nothrow);
     if (raw == nullptr) return error(errc::out_of_memory, "operator new", "out of host memory (%zu bytes)", bytes);
     return raw;
@@ -1450,12 +1403,11 @@ struct host_resource {
 };
 static_assert(memory_resource_for<host_resource, host>);
 
-/// A non-owning, type-erased handle to a resource of kind K (two pointers). The resource must
-/// outlive every handle and every buffer allocated from it.
+/// A non-owning, type-erased handle to a resource of kind K (two pointers). The resource must outlive every handle
+/// and every buffer allocated from it.
 template <memory_kind K>
 class resource_ref {
  public:
-  /// The kind the resource serves.
   using kind = K;  ///< the kind it serves
 
   /// Refers to `resource`, which must serve kind K (a resource of another kind does not compile).
@@ -1496,8 +1448,8 @@ template <class R>
 inline R builtin_resource{};
 }  // namespace detail
 
-/// The resource a buffer of kind K uses when none is given (device memory: the pool when
-/// stream-ordered, else cudaMalloc).
+/// The resource a buffer of kind K uses when none is given (device memory: the pool if stream-ordered, else
+/// cudaMalloc).
 template <memory_kind K>
 [[nodiscard]] resource_ref<K> default_resource(bool stream_ordered = false) noexcept {
   if constexpr (std::is_same_v<K, device>) {
@@ -1650,9 +1602,6 @@ using managed_ptr = ptr<T, managed>;  ///< An address of managed memory.
 
 namespace cudamem {
 
-template <class T, memory_kind Kind>
-class span;
-
 /// What copies and fills take: a `kind` and a typed `view()` (span, buffer, host_registration). Owners also say
 /// `owns_memory`: stream-ordered operations refuse a temporary owner, which would free memory still in use.
 template <class V>
@@ -1782,8 +1731,7 @@ template <class T, memory_kind Kind>
 [[nodiscard]] result<span<const std::byte, Kind>> as_bytes(span<T, Kind> view) noexcept {
   auto bytes = detail::bytes_of(view.size(), sizeof(T), "as_bytes");
   if (!bytes) return bytes.error();
-  return span<const std::byte, Kind>(
-      ptr<const std::byte, Kind>(reinterpret_cast<const std::byte*>(view.data().get()), view.device()), *bytes);
+  return make_span<Kind>(reinterpret_cast<const std::byte*>(view.data().get()), *bytes, view.device());
 }
 /// The bytes of a view of non-const elements, writable: the destination of a raw copy. Errors: as as_bytes.
 template <class T, memory_kind Kind>
@@ -1791,71 +1739,64 @@ template <class T, memory_kind Kind>
 [[nodiscard]] result<span<std::byte, Kind>> as_writable_bytes(span<T, Kind> view) noexcept {
   auto bytes = detail::bytes_of(view.size(), sizeof(T), "as_writable_bytes");
   if (!bytes) return bytes.error();
-  return span<std::byte, Kind>(ptr<std::byte, Kind>(reinterpret_cast<std::byte*>(view.data().get()), view.device()),
-                               *bytes);
+  return make_span<Kind>(reinterpret_cast<std::byte*>(view.data().get()), *bytes, view.device());
 }
 
 }  // namespace cudamem
 
 #include <cstddef>
+#include <optional>
 #include <type_traits>
 
 namespace cudamem {
 
-/// Owns `size()` elements of kind Kind, not initialized. Move-only; a moved-from buffer is empty.
-/// Deep-const, and no view or pointer of a temporary buffer. Freed through the resource it came
-/// from (see allocate), with its device current, on its stream; a buffer on a default stream
-/// (stream_ref{}, legacy(), per_thread()) on the legacy stream of its device, which waits for every
-/// blocking stream there. A failed release goes to the release handler.
+/// Owns `size()` elements of kind Kind, not initialized. Move-only; a moved-from buffer is empty. Deep-const, and no
+/// view or pointer of a temporary buffer. Freed through the resource it came from (see allocate), with its device
+/// current, on its stream; a buffer on a default stream (stream_ref{}, legacy(), per_thread()) on the legacy stream
+/// of its device, which waits for every blocking stream there. A failed release goes to the release handler.
 template <class T, memory_kind Kind>
 class buffer {
   static_assert(std::is_trivially_copyable_v<T>,
                 "cudamem::buffer<T>: T must be trivially copyable, since its bytes are copied without running "
                 "constructors; use a plain struct or an array of values");
   static_assert(!std::is_const_v<T>, "cudamem::buffer<T>: T must not be const (take a span<const T> of it)");
+  static constexpr bool on_device = !std::is_same_v<Kind, host> && !std::is_same_v<Kind, pinned>;
 
  public:
-  /// T.
-  using element_type = T;
-  /// T.
-  using value_type = T;
-  /// The memory kind.
-  using kind = Kind;
-  /// A buffer owns its memory: stream-ordered operations refuse a temporary one.
-  static constexpr bool owns_memory = true;
+  using element_type = T;                    ///< T.
+  using value_type = T;                      ///< T.
+  using kind = Kind;                         ///< The memory kind.
+  static constexpr bool owns_memory = true;  ///< Stream-ordered operations refuse a temporary buffer.
 
-  /// An empty buffer.
-  buffer() noexcept = default;
+  buffer() noexcept = default;  ///< An empty buffer.
 
-  /// `count` elements (device and managed memory: on the current device) from the kind's default
-  /// resource (device memory: cudaMalloc, usable on any stream at once). Synchronous. Errors:
-  /// size_overflow; not_supported (alignof(T) > 256 for CUDA memory); out_of_memory (host); CUDA
-  /// errors. Nothing is allocated on error; count == 0 allocates nothing.
+  /// `count` elements (device and managed memory: on the current device) from the kind's default resource (device
+  /// memory: cudaMalloc, usable on any stream at once). Synchronous. Errors: size_overflow; not_supported
+  /// (alignof(T) > 256 for CUDA memory); out_of_memory (host); CUDA errors. Nothing is allocated on error; count == 0
+  /// allocates nothing.
   [[nodiscard]] static result<buffer> allocate(std::size_t count) noexcept {
-    auto where = home_of_current();
-    if (!where) return where.error();
-    return make(count, *where, stream_ref(), default_resource<Kind>());
+    return allocate(count, stream_ref(), default_resource<Kind>());
   }
-  /// As allocate(count), on device `id` (the current device is left as it was). Errors: also
-  /// out_of_range for an id that names no device.
+  /// As allocate(count), on device `id` (the current device is left as it was). Errors: also out_of_range for an id
+  /// that names no device.
   [[nodiscard]] static result<buffer> allocate(std::size_t count, device_id id) noexcept
-    requires(!std::is_same_v<Kind, host> && !std::is_same_v<Kind, pinned>)
+    requires on_device
   {
     return make(count, id, stream_ref(), default_resource<Kind>());
   }
-  /// `count` elements ordered on `s`, on its device. Device memory: the stream-ordered pool; does not
-  /// synchronize, can be captured, usable on `s`. Other kinds allocate synchronously and record `s`
-  /// for the free. Errors: as allocate(count); invalid_argument (moved-from stream); capture_active
-  /// (a capturing raw handle of unknown device: see stream_ref::from_native_handle).
+  /// `count` elements ordered on `s`, on its device. Device memory: the stream-ordered pool; does not synchronize,
+  /// can be captured, usable on `s`. Other kinds allocate synchronously and record `s` for the free. Errors: as
+  /// allocate(count); invalid_argument (moved-from stream); capture_active (a capturing raw handle of unknown
+  /// device: see stream_ref::from_native_handle).
   [[nodiscard]] static result<buffer> allocate(std::size_t count, stream_ref s) noexcept {
     return allocate(count, s, default_resource<Kind>(true));
   }
   /// As allocate(count, s), from `resource`. Errors: also whatever the resource reports.
   [[nodiscard]] static result<buffer> allocate(std::size_t count, stream_ref s, resource_ref<Kind> resource) noexcept {
-    if (!s.valid()) return error(errc::invalid_argument, "buffer::allocate", "the stream was moved from");
+    if (!s.valid()) return detail::handle_moved_from("buffer::allocate", "stream");
     if (auto bytes = detail::bytes_of(count, sizeof(T), "buffer::allocate"); !bytes) return bytes.error();
     device_id where = device_id::host();
-    if constexpr (!std::is_same_v<Kind, host> && !std::is_same_v<Kind, pinned>) {
+    if constexpr (on_device) {
       auto stream_device = s.device();
       if (!stream_device) return stream_device.error().with_api("buffer::allocate");
       where = *stream_device;
@@ -1864,12 +1805,7 @@ class buffer {
   }
 
   /// Takes over the memory of `other`, which is left empty.
-  buffer(buffer&& other) noexcept
-      : data_(other.data_),
-        size_(other.size_),
-        device_(other.device_),
-        stream_(other.stream_),
-        resource_(other.resource_) {
+  buffer(buffer&& other) noexcept : buffer(other.data_, other.size_, other.device_, other.stream_, other.resource_) {
     other.forget();
   }
   /// Frees this buffer's memory (as the destructor does), then takes over the memory of `other`.
@@ -1887,79 +1823,70 @@ class buffer {
   }
   buffer(const buffer&) = delete;
   buffer& operator=(const buffer&) = delete;
-  /// Frees the memory through its resource, with the buffer's device current, on its stream.
-  ~buffer() { free(); }
+  ~buffer() { free(); }  ///< Frees the memory through its resource, with the buffer's device current, on its stream.
 
-  ///@{
-  /// A view of the whole buffer, valid while the buffer lives; const elements for a const buffer.
-  /// Not from a temporary buffer.
-  [[nodiscard]] span<T, Kind> view() & noexcept { return span<T, Kind>(data(), size_); }
-  [[nodiscard]] span<const T, Kind> view() const& noexcept { return span<const T, Kind>(data(), size_); }
+  /// A view of the whole buffer, valid while the buffer lives; not of a temporary buffer.
+  [[nodiscard]] span<T, Kind> view() & noexcept { return {data(), size_}; }
+  [[nodiscard]] span<const T, Kind> view() const& noexcept { return {data(), size_}; }  ///< As view(), of const T.
   void view() const&& = delete;
-  operator span<T, Kind>() & noexcept { return view(); }
-  operator span<const T, Kind>() const& noexcept { return view(); }
+  operator span<T, Kind>() & noexcept { return view(); }  ///< As view().
+  operator span<const T, Kind>() const& noexcept { return view(); }  ///< As view().
   operator span<T, Kind>() const&& = delete;
   operator span<const T, Kind>() const&& = delete;
-  ///@}
-  ///@{
-  /// The typed address of the first element (null when empty); const for a const buffer.
-  [[nodiscard]] ptr<T, Kind> data() & noexcept { return ptr<T, Kind>(data_, device_); }
-  [[nodiscard]] ptr<const T, Kind> data() const& noexcept { return ptr<const T, Kind>(data_, device_); }
+  [[nodiscard]] ptr<T, Kind> data() & noexcept { return {data_, device_}; }  ///< The first element (null when empty).
+  [[nodiscard]] ptr<const T, Kind> data() const& noexcept { return {data_, device_}; }  ///< As data(), of const T.
   void data() const&& = delete;
-  ///@}
-  /// The number of elements.
-  [[nodiscard]] std::size_t size() const noexcept { return size_; }
-  /// size() * sizeof(T) (it fits: the buffer was allocated).
-  [[nodiscard]] std::size_t size_bytes() const noexcept { return size_ * sizeof(T); }
-  /// True when size() is 0.
-  [[nodiscard]] bool empty() const noexcept { return size_ == 0; }
+  [[nodiscard]] std::size_t size() const noexcept { return size_; }  ///< The number of elements.
+  [[nodiscard]] std::size_t size_bytes() const noexcept {
+    return size_ * sizeof(T);
+  }  ///< size() * sizeof(T) (it fits).
+  [[nodiscard]] bool empty() const noexcept { return size_ == 0; }  ///< True when size() is 0.
   /// The device the memory lives on (device_id::host() for host and pinned memory).
   [[nodiscard]] device_id device() const noexcept { return device_; }
   /// The stream the memory is freed on: the one it was allocated on, or the last set_stream.
   [[nodiscard]] stream_ref stream() const noexcept { return stream_; }
-  /// The resource the memory came from and goes back to.
-  [[nodiscard]] resource_ref<Kind> resource() const noexcept { return resource_; }
+  [[nodiscard]] resource_ref<Kind> resource() const noexcept { return resource_; }  ///< The resource it came from.
 
-  /// Hands the buffer to stream `s`: it is freed in `s`'s order from now on. The caller orders `s`
-  /// after the work still using the buffer on its old stream (an event), as for any cross-stream use.
+  /// Hands the buffer to stream `s`: it is freed in `s`'s order from now on. The caller orders `s` after the work
+  /// still using the buffer on its old stream (an event), as for any cross-stream use.
   void set_stream(stream_ref s) noexcept { stream_ = s; }
 
-  ///@{
-  /// Element `i`, host-side, for kinds the host may touch (device memory: does not compile);
-  /// const for a const buffer. Checked by CUDAMEM_ASSERT in debug builds.
+  /// Element `i`, host-side, for kinds the host may touch (device memory: does not compile). Checked by
+  /// CUDAMEM_ASSERT in debug builds.
   template <class K_ = Kind>
   T& operator[](std::size_t i) & noexcept {
     return host_side<K_>()[i];
   }
+  /// As operator[], of a const buffer: a const element.
   template <class K_ = Kind>
   const T& operator[](std::size_t i) const& noexcept {
     return host_side<K_>()[i];
   }
-  ///@}
-  ///@{
   /// The raw address of the first element, for range-for on the host. Device memory: does not compile.
   template <class K_ = Kind>
   T* begin() & noexcept {
     return host_side<K_>().begin();
   }
+  /// As begin(), of const elements.
   template <class K_ = Kind>
   const T* begin() const& noexcept {
     return host_side<K_>().begin();
   }
+  /// The raw address past the last element, as begin().
   template <class K_ = Kind>
   T* end() & noexcept {
     return host_side<K_>().end();
   }
+  /// As end(), of const elements.
   template <class K_ = Kind>
   const T* end() const& noexcept {
     return host_side<K_>().end();
   }
-  ///@}
 
-  /// Gives up ownership: the caller frees the memory with resource().deallocate(stream(), p,
-  /// size_bytes(), alignof(T)), its device current. Empty after.
+  /// Gives up ownership: the caller frees the memory with resource().deallocate(stream(), p, size_bytes(),
+  /// alignof(T)), its device current. Empty after.
   [[nodiscard]] span<T, Kind> release() noexcept {
-    span<T, Kind> all(ptr<T, Kind>(data_, device_), size_);
+    const span<T, Kind> all = view();
     forget();
     return all;
   }
@@ -1968,14 +1895,10 @@ class buffer {
   buffer(T* data, std::size_t count, device_id id, stream_ref s, resource_ref<Kind> r) noexcept
       : data_(data), size_(count), device_(id), stream_(s), resource_(r) {}
 
-  static result<device_id> home_of_current() noexcept {
-    if constexpr (std::is_same_v<Kind, host> || std::is_same_v<Kind, pinned>) {
-      return device_id::host();
-    } else {
-      auto id = current_device();
-      if (!id) return id.error().with_api("buffer::allocate");
-      return *id;
-    }
+  // `id` made current while the guard lives; none for host memory, which needs no device.
+  static std::optional<result<device_guard>> make_current(device_id id) noexcept {
+    if (id.is_host()) return std::nullopt;
+    return device_guard::set(id);
   }
 
   static result<buffer> make(std::size_t count, device_id id, stream_ref s, resource_ref<Kind> r) noexcept {
@@ -1983,15 +1906,11 @@ class buffer {
     auto bytes = detail::bytes_of(count, sizeof(T), api);
     if (!bytes) return bytes.error();
     if (*bytes == 0) return buffer(nullptr, 0, id, s, r);
-    const auto take = [&]() -> result<buffer> {
-      auto raw = r.allocate(s, *bytes, alignof(T));
-      if (!raw) return raw.error().with_api(api);
-      return buffer(static_cast<T*>(*raw), count, id, s, r);
-    };
-    if (id.is_host()) return take();
-    auto guard = device_guard::set(id);
-    if (!guard) return guard.error().with_api(api);
-    return take();
+    auto guard = make_current(id);
+    if (guard && !*guard) return guard->error().with_api(api);
+    auto raw = r.allocate(s, *bytes, alignof(T));
+    if (!raw) return raw.error().with_api(api);
+    return buffer(static_cast<T*>(*raw), count, id, s, r);
   }
 
   template <class K_>
@@ -2002,19 +1921,12 @@ class buffer {
     return span<T, Kind>(ptr<T, Kind>(data_, device_), size_);
   }
 
-  // A default stream means "the one current when used": free on the legacy stream of our device.
-  stream_ref free_stream() const noexcept {
-    return detail::is_default_stream(stream_.get()) ? stream_ref::legacy() : stream_;
-  }
-
   void free() noexcept {
     if (data_ == nullptr) return;
-    if (device_.is_host()) {
-      resource_.deallocate(free_stream(), data_, size_bytes(), alignof(T));
-    } else {
-      auto guard = device_guard::set(device_);  // a failure leaves the current device: still free
-      resource_.deallocate(free_stream(), data_, size_bytes(), alignof(T));
-    }
+    auto guard = make_current(device_);  // a failure leaves the current device: still free
+    // A default stream means "the one current when used": free on the legacy stream of our device.
+    const stream_ref on = detail::is_default_stream(stream_.get()) ? stream_ref::legacy() : stream_;
+    resource_.deallocate(on, data_, size_bytes(), alignof(T));
     forget();
   }
   void forget() noexcept {
@@ -2029,18 +1941,14 @@ class buffer {
   resource_ref<Kind> resource_ = default_resource<Kind>();
 };
 
-/// Owning device memory.
 template <class T>
-using device_buffer = buffer<T, device>;
-/// Owning page-locked host memory: the host side of stream-ordered copies.
+using device_buffer = buffer<T, device>;  ///< Owning device memory.
 template <class T>
-using pinned_buffer = buffer<T, pinned>;
-/// Owning pageable host memory.
+using pinned_buffer = buffer<T, pinned>;  ///< Owning page-locked host memory: the host side of stream-ordered copies.
 template <class T>
-using host_buffer = buffer<T, host>;
-/// Owning managed memory.
+using host_buffer = buffer<T, host>;  ///< Owning pageable host memory.
 template <class T>
-using managed_buffer = buffer<T, managed>;
+using managed_buffer = buffer<T, managed>;  ///< Owning managed memory.
 
 }  // namespace cudamem
 /// \file
@@ -2538,17 +2446,28 @@ constexpr void check_stream_ordered() {
                 "until the stream is done with it");
 }
 
-template <class DstView, class SrcView>
-status copy_views(DstView dst, SrcView src, const stream_ref* s, const char* api) noexcept {
-  using T = typename DstView::element_type;
-  static_assert(std::is_same_v<std::remove_cv_t<T>, std::remove_cv_t<typename SrcView::element_type>>,
+template <class Dst, class Src>
+constexpr void check_copy_types() {
+  using T = typename Dst::element_type;
+  static_assert(std::is_same_v<std::remove_cv_t<T>, std::remove_cv_t<typename Src::element_type>>,
                 "cudamem::copy: the element types of dst and src differ; copy between views of the same type "
                 "(to copy raw bytes, view both sides with cudamem::as_bytes / as_writable_bytes)");
   static_assert(!std::is_const_v<T>, "cudamem::copy: dst is a view of const elements");
-  constexpr auto direction = copy_direction<typename DstView::kind, typename SrcView::kind>;
+}
+
+/// A checked copy between two operands, synchronous (`s` null) or ordered on `*s`.
+inline status copy_operands(const operand& dst, const operand& src, std::size_t elem_size, cudaMemcpyKind direction,
+                            const stream_ref* s, const char* api) noexcept {
   plan p;
-  CUDAMEM_TRY(plan_copy(p, operand_of(dst), operand_of(src), sizeof(T), direction, api));
+  CUDAMEM_TRY(plan_copy(p, dst, src, elem_size, direction, api));
   return s != nullptr ? run_async(p, *s, api) : run_sync(p, api);
+}
+
+template <class DstView, class SrcView>
+status copy_views(DstView dst, SrcView src, const stream_ref* s, const char* api) noexcept {
+  check_copy_types<DstView, SrcView>();
+  return copy_operands(operand_of(dst), operand_of(src), sizeof(typename DstView::element_type),
+                       copy_direction<typename DstView::kind, typename SrcView::kind>, s, api);
 }
 
 // Which copies a named form takes: `copy` any; CuPy's names restrict one side's kind.
@@ -2677,11 +2596,8 @@ inline constexpr detail::fill_fn fill{};
 
 }  // namespace cudamem
 /// \file
-/// RAII page-locking of existing pageable host memory (cudaHostRegister).
-///
-///     template <class T> class host_registration {  // move-only; stream-ordered calls refuse a temporary
-///       static result<host_registration> register_range(host_span<T>);  // as host_register(host_span<T>)
-///       pinned_span<T> view() const&;  operator pinned_span<T>() const&; };  // not of a temporary
+/// RAII page-locking of existing pageable host memory (cudaHostRegister): `host_register(host_span<T>)` returns a
+/// move-only `host_registration<T>`, a pinned view of the range while it lives.
 
 
 #include <cstddef>
@@ -2995,6 +2911,364 @@ class peer_access {
   auto backward = peer_access::enable(b, a);
   if (!backward) return backward.error().with_api("enable_both");
   return std::pair<peer_access, peer_access>(std::move(*forward), std::move(*backward));
+}
+
+}  // namespace cudamem
+/// \file
+/// Pitched 2D memory: rows of `width()` elements, `pitch_bytes()` apart, of one kind.
+///
+///   pitched_span<T, Kind>                    first element, width (elements), height (rows), pitch (bytes)
+///     v(row, col), v.row(r)                  where span's accessors are (kernels for device memory)
+///     subspan(row, col, rows, cols)          checked, result; subspan_unchecked for kernels
+///   make_pitched(first, width, height, pitch_bytes)   checked: result<pitched_span>
+///   as_pitched(span, width, height)          the span's elements as contiguous rows: result<pitched_span>
+///   pitched_buffer<T, Kind>                  owning, move-only, deep-const
+///     static result<pitched_buffer> allocate(width, height [, device_id])       synchronous
+///     static result<pitched_buffer> allocate(width, height, stream_ref [, resource_ref<Kind>])
+///     view(), data(), width(), height(), pitch_bytes(), device(), stream(), set_stream(s), resource()
+///   copy_2d(dst, dpitch, src, spitch, width_bytes, height [, stream])   aclrtMemcpy2d on typed pointers
+///
+/// Views and owners take part in copy, copy_from_device, copy_from_host, copy_to_host, fill_bytes and
+/// fill (copy.hpp) like spans: 2D with 2D of the same extents, or with a span of as many elements.
+
+
+#include <cstddef>
+#include <cstdint>
+#include <type_traits>
+#include <utility>
+
+namespace cudamem {
+
+/// A non-owning 2D view of kind Kind: `height()` rows of `width()` elements, row r starting
+/// `r * pitch_bytes()` bytes after the first element. Trivially copyable, passed to kernels by value.
+/// Element access compiles only on a side that may touch the memory (as span's). Copies and fills
+/// take it like a span. The constructor does not check; make_pitched does.
+template <class T, memory_kind Kind>
+class pitched_span {
+ public:
+  using element_type = T;                  ///< T, with its const.
+  using value_type = std::remove_cv_t<T>;  ///< T without const or volatile.
+  using kind = Kind;                       ///< The memory kind.
+  using pointer = ptr<T, Kind>;            ///< The typed address of the first element.
+  using row_type = span<T, Kind>;          ///< One row.
+
+  CUDAMEM_HD constexpr pitched_span() noexcept : data_(), width_(0), height_(0), pitch_(0) {}  ///< An empty view.
+  /// `height` rows of `width` elements from `first`, `pitch_bytes` apart. Not checked: see make_pitched.
+  CUDAMEM_HD constexpr pitched_span(ptr<T, Kind> first, std::size_t width, std::size_t height,
+                                    std::size_t pitch_bytes) noexcept
+      : data_(first), width_(width), height_(height), pitch_(pitch_bytes) {}
+  /// The same elements, with const added or pinned widened to host (implicit; never the reverse).
+  template <class U, class K2>
+    requires(std::is_convertible_v<U (*)[], T (*)[]> && kind_convertible<K2, Kind> &&
+             !(std::is_same_v<U, T> && std::is_same_v<K2, Kind>))
+  CUDAMEM_HD constexpr pitched_span(pitched_span<U, K2> other) noexcept
+      : data_(other.data()), width_(other.width()), height_(other.height()), pitch_(other.pitch_bytes()) {}
+
+  CUDAMEM_HD constexpr pointer data() const noexcept { return data_; }               ///< The first element.
+  CUDAMEM_HD constexpr std::size_t width() const noexcept { return width_; }         ///< Elements per row.
+  CUDAMEM_HD constexpr std::size_t height() const noexcept { return height_; }       ///< Rows.
+  CUDAMEM_HD constexpr std::size_t pitch_bytes() const noexcept { return pitch_; }   ///< Bytes between rows.
+  CUDAMEM_HD constexpr std::size_t size() const noexcept { return width_ * height_; }  ///< Elements, unchecked.
+  CUDAMEM_HD constexpr bool empty() const noexcept { return width_ == 0 || height_ == 0; }  ///< No element.
+  CUDAMEM_HD constexpr device_id device() const noexcept { return data_.device(); }  ///< As data().device().
+  CUDAMEM_HD constexpr pitched_span view() const noexcept { return *this; }  ///< This view, as an owner's view().
+  /// Element (r, c); checked by CUDAMEM_ASSERT in debug builds only (host and device).
+  CUDAMEM_DETAIL_ACCESSORS(T&, operator()(std::size_t r, std::size_t c), {
+    CUDAMEM_ASSERT(r < height_ && c < width_, "pitched_span index out of range");
+    return row_address(r)[c];
+  })
+  /// Row r as a span of width() elements; checked by CUDAMEM_ASSERT in debug builds only.
+  CUDAMEM_DETAIL_ACCESSORS(row_type, row(std::size_t r), {
+    CUDAMEM_ASSERT(r < height_, "pitched_span row out of range");
+    return row_type(pointer(row_address(r), data_.device()), width_);
+  })
+
+  /// Rows [r, r + rows) of columns [c, c + cols), the same pitch; unchecked but for CUDAMEM_ASSERT in debug
+  /// builds: for kernels and hot loops.
+  CUDAMEM_HD pitched_span subspan_unchecked(std::size_t r, std::size_t c, std::size_t rows,
+                                            std::size_t cols) const noexcept {
+    CUDAMEM_ASSERT(r <= height_ && rows <= height_ - r && c <= width_ && cols <= width_ - c,
+                   "pitched_span subspan out of range");
+    return pitched_span(pointer(row_address(r) + c, data_.device()), cols, rows, pitch_);
+  }
+  /// Rows [r, r + rows) of columns [c, c + cols), the same pitch. A null view stays null. Errors:
+  /// out_of_range when that leaves the view; size_overflow for an offset no pointer can step.
+  [[nodiscard]] result<pitched_span> subspan(std::size_t r, std::size_t c, std::size_t rows,
+                                             std::size_t cols) const noexcept {
+    constexpr const char* api = "pitched_span::subspan";
+    if (r > height_ || rows > height_ - r || c > width_ || cols > width_ - c)
+      return error(errc::out_of_range, api, "rows [%zu, %zu + %zu) x columns [%zu, %zu + %zu) leave a %zu x %zu view",
+                   r, r, rows, c, c, cols, width_, height_);
+    std::size_t row_offset = 0, column_offset = 0, offset = 0;
+    if (__builtin_mul_overflow(r, pitch_, &row_offset) || __builtin_mul_overflow(c, sizeof(T), &column_offset) ||
+        __builtin_add_overflow(row_offset, column_offset, &offset) || !detail::steppable(offset, 1))
+      return error(errc::size_overflow, api, "row %zu, column %zu is beyond what a pointer can step", r, c);
+    if (data_.get() == nullptr) return pitched_span(data_, cols, rows, pitch_);
+    return subspan_unchecked(r, c, rows, cols);
+  }
+
+ private:
+  CUDAMEM_HD T* row_address(std::size_t r) const noexcept {
+    using byte = std::conditional_t<std::is_const_v<T>, const unsigned char, unsigned char>;
+    return reinterpret_cast<T*>(reinterpret_cast<byte*>(data_.get()) + r * pitch_);
+  }
+  // How copies and fills see the view (copy.hpp finds it by argument-dependent lookup).
+  friend detail::operand operand_of(pitched_span v) noexcept {
+    return {v.data_.get(), v.width_, v.height_, v.pitch_, v.device(), detail::kind_id_of<Kind>};
+  }
+  pointer data_;
+  std::size_t width_, height_, pitch_;
+};
+
+template <class T>
+using device_pitched_span = pitched_span<T, device>;  ///< A 2D view of device memory.
+template <class T>
+using pinned_pitched_span = pitched_span<T, pinned>;  ///< A 2D view of page-locked host memory.
+template <class T>
+using host_pitched_span = pitched_span<T, host>;  ///< A 2D view of pageable host memory.
+template <class T>
+using managed_pitched_span = pitched_span<T, managed>;  ///< A 2D view of managed memory.
+
+namespace detail {
+/// Checks a pitched shape: rows fit std::size_t, the pitch holds a row and keeps every row aligned for T, and the
+/// footprint stays inside the address space from `first`. The message names `api` and the rule broken.
+template <class T>
+status check_pitched_shape(const void* first, std::size_t width, std::size_t height, std::size_t pitch_bytes,
+                           const char* api) noexcept {
+  auto row_bytes = bytes_of(width, sizeof(T), api);
+  if (!row_bytes) return row_bytes.error();
+  if (pitch_bytes % alignof(T) != 0)
+    return error(errc::invalid_argument, api, "pitch (%zu bytes) is not a multiple of the element's alignment (%zu)",
+                 pitch_bytes, alignof(T));
+  if (height > 0 && pitch_bytes < *row_bytes)
+    return error(errc::invalid_argument, api, "pitch (%zu bytes) is less than a row (%zu elements of %zu bytes)",
+                 pitch_bytes, width, sizeof(T));
+  std::size_t footprint = 0, end = 0;
+  if (height > 0 && (__builtin_mul_overflow(pitch_bytes, height - 1, &footprint) ||
+                     __builtin_add_overflow(footprint, *row_bytes, &footprint) || !steppable(footprint, 1) ||
+                     __builtin_add_overflow(reinterpret_cast<std::uintptr_t>(first), footprint, &end)))
+    return error(errc::size_overflow, api, "%zu rows of %zu bytes reach past the end of the address space", height,
+                 pitch_bytes);
+  return {};
+}
+}  // namespace detail
+
+/// Views `height` rows of `width` elements from `first`, `pitch_bytes` apart, checked. Errors:
+/// invalid_argument (a pitch that is not a multiple of alignof(T), or shorter than a row), size_overflow.
+template <class T, memory_kind Kind>
+[[nodiscard]] result<pitched_span<T, Kind>> make_pitched(ptr<T, Kind> first, std::size_t width, std::size_t height,
+                                                         std::size_t pitch_bytes) noexcept {
+  CUDAMEM_TRY(detail::check_pitched_shape<T>(first.get(), width, height, pitch_bytes, "make_pitched"));
+  return pitched_span<T, Kind>(first, width, height, pitch_bytes);
+}
+/// Views the elements of `flat` as `height` contiguous rows of `width` (pitch = width * sizeof(T)).
+/// Errors: extents_mismatch when width * height is not flat.size(); size_overflow.
+template <class T, memory_kind Kind>
+[[nodiscard]] result<pitched_span<T, Kind>> as_pitched(span<T, Kind> flat, std::size_t width,
+                                                       std::size_t height) noexcept {
+  constexpr const char* api = "as_pitched";
+  std::size_t count = 0;
+  if (__builtin_mul_overflow(width, height, &count) || count != flat.size())
+    return error(errc::extents_mismatch, api, "%zu x %zu elements do not match a span of %zu", width, height,
+                 flat.size());
+  auto row_bytes = detail::bytes_of(width, sizeof(T), api);
+  if (!row_bytes) return row_bytes.error();
+  return pitched_span<T, Kind>(flat.data(), width, height, *row_bytes);
+}
+
+namespace detail {
+/// The row alignment of pitched host and pinned allocations: the one cudaMallocPitch uses on current
+/// GPUs (their cudaDevAttrTextureAlignment), so host rows line up with device rows.
+inline constexpr std::size_t host_row_alignment = 512;
+
+/// The row alignment of a pitched allocation of kind K on `id`: host and pinned host_row_alignment;
+/// device and managed memory the device's cudaDevAttrTextureAlignment (cudaMallocPitch's rule), but
+/// cudaDevAttrTexturePitchAlignment for stream-ordered device allocations.
+template <memory_kind K>
+result<std::size_t> row_alignment(device_id id, bool stream_ordered, const char* api) noexcept {
+  if constexpr (std::is_same_v<K, host> || std::is_same_v<K, pinned>) {
+    return host_row_alignment;
+  } else {
+    auto value = stream_ordered && std::is_same_v<K, device>
+                     ? cached_attribute<cudaDevAttrTexturePitchAlignment>(id, api)
+                     : cached_attribute<cudaDevAttrTextureAlignment>(id, api);
+    if (!value) return value.error();
+    return static_cast<std::size_t>(*value);
+  }
+}
+
+/// The pitch for `width` elements of `elem_size` bytes: a row rounded up to `alignment` (at least
+/// `elem_align`; both powers of two). Errors: size_overflow.
+inline result<std::size_t> pitch_for(std::size_t width, std::size_t elem_size, std::size_t elem_align,
+                                     std::size_t alignment, const char* api) noexcept {
+  auto row_bytes = bytes_of(width, elem_size, api);
+  if (!row_bytes) return row_bytes.error();
+  const std::size_t step = alignment > elem_align ? alignment : elem_align;
+  std::size_t padded = 0;
+  if (__builtin_add_overflow(*row_bytes, step - 1, &padded))
+    return error(errc::size_overflow, api, "a row of %zu bytes cannot be padded to %zu", *row_bytes, step);
+  return padded / step * step;
+}
+}  // namespace detail
+
+/// Owns `height()` rows of `width()` elements of kind Kind, `pitch_bytes()` apart, not initialized; the
+/// padding after each row belongs to it too. Move-only (a moved-from one is empty), deep-const, no view of
+/// a temporary; frees like the buffer it holds (through its resource, with its device current, on its stream).
+template <class T, memory_kind Kind>
+class pitched_buffer {
+ public:
+  using element_type = T;                    ///< T.
+  using value_type = T;                      ///< T.
+  using kind = Kind;                         ///< The memory kind.
+  static constexpr bool owns_memory = true;  ///< Stream-ordered operations refuse a temporary one.
+
+  pitched_buffer() noexcept = default;  ///< An empty buffer.
+
+  /// `height` rows of `width` elements (device and managed memory: on the current device), from the kind's
+  /// default resource (device: cudaMalloc), the pitch cudaMallocPitch would choose (see detail::row_alignment);
+  /// host and pinned rows are padded to 512 bytes. Synchronous. Errors: as buffer::allocate (reported as
+  /// pitched_buffer::allocate). A width or height of 0 allocates nothing.
+  [[nodiscard]] static result<pitched_buffer> allocate(std::size_t width, std::size_t height) noexcept {
+    device_id where = device_id::host();
+    if constexpr (!std::is_same_v<Kind, host> && !std::is_same_v<Kind, pinned>) {
+      auto current = current_device();
+      if (!current) return current.error().with_api(api);
+      where = *current;
+    }
+    return make(width, height, where, false, [&](std::size_t count) { return storage::allocate(count); });
+  }
+  /// As allocate(width, height), on device `id` (the current device is left as it was).
+  [[nodiscard]] static result<pitched_buffer> allocate(std::size_t width, std::size_t height, device_id id) noexcept
+    requires(!std::is_same_v<Kind, host> && !std::is_same_v<Kind, pinned>)
+  {
+    return make(width, height, id, false, [&](std::size_t count) { return storage::allocate(count, id); });
+  }
+  /// Rows ordered on `s`, on its device. Device memory: the stream-ordered pool, rows padded to the device's
+  /// cudaDevAttrTexturePitchAlignment; does not synchronize, can be captured. Other kinds as allocate(width,
+  /// height), freed on `s`. Errors: as buffer::allocate(count, s).
+  [[nodiscard]] static result<pitched_buffer> allocate(std::size_t width, std::size_t height, stream_ref s) noexcept {
+    return allocate(width, height, s, default_resource<Kind>(true));
+  }
+  /// As allocate(width, height, s), from `resource`. Errors: also whatever the resource reports.
+  [[nodiscard]] static result<pitched_buffer> allocate(std::size_t width, std::size_t height, stream_ref s,
+                                                       resource_ref<Kind> resource) noexcept {
+    if (!s.valid()) return error(errc::invalid_argument, api, "the stream was moved from");
+    device_id where = device_id::host();
+    if constexpr (!std::is_same_v<Kind, host> && !std::is_same_v<Kind, pinned>) {
+      auto stream_device = s.device();
+      if (!stream_device) return stream_device.error().with_api(api);
+      where = *stream_device;
+    }
+    return make(width, height, where, true, [&](std::size_t count) { return storage::allocate(count, s, resource); });
+  }
+
+  /// Takes over the memory of `other`, which is left empty.
+  pitched_buffer(pitched_buffer&& other) noexcept
+      : rows_(std::move(other.rows_)),
+        width_(std::exchange(other.width_, 0)),
+        height_(std::exchange(other.height_, 0)),
+        pitch_(std::exchange(other.pitch_, 0)) {}
+  /// Frees this buffer's memory, then takes over the memory of `other`.
+  pitched_buffer& operator=(pitched_buffer&& other) noexcept {
+    if (this != &other) {
+      rows_ = std::move(other.rows_);
+      width_ = std::exchange(other.width_, 0);
+      height_ = std::exchange(other.height_, 0);
+      pitch_ = std::exchange(other.pitch_, 0);
+    }
+    return *this;
+  }
+  pitched_buffer(const pitched_buffer&) = delete;
+  pitched_buffer& operator=(const pitched_buffer&) = delete;
+
+  ///@{
+  /// The rows as a view, valid while the buffer lives; const elements for a const buffer. Not of a temporary.
+  [[nodiscard]] pitched_span<T, Kind> view() & noexcept { return {rows_.data(), width_, height_, pitch_}; }
+  [[nodiscard]] pitched_span<const T, Kind> view() const& noexcept { return {rows_.data(), width_, height_, pitch_}; }
+  void view() const&& = delete;
+  operator pitched_span<T, Kind>() & noexcept { return view(); }
+  operator pitched_span<const T, Kind>() const& noexcept { return view(); }
+  operator pitched_span<T, Kind>() const&& = delete;
+  operator pitched_span<const T, Kind>() const&& = delete;
+  ///@}
+  ///@{
+  /// The first element (null when nothing was allocated); const for a const buffer.
+  [[nodiscard]] ptr<T, Kind> data() & noexcept { return rows_.data(); }
+  [[nodiscard]] ptr<const T, Kind> data() const& noexcept { return rows_.data(); }
+  void data() const&& = delete;
+  ///@}
+  [[nodiscard]] std::size_t width() const noexcept { return width_; }        ///< Elements per row.
+  [[nodiscard]] std::size_t height() const noexcept { return height_; }      ///< Rows.
+  [[nodiscard]] std::size_t pitch_bytes() const noexcept { return pitch_; }  ///< Bytes from a row to the next.
+  [[nodiscard]] bool empty() const noexcept { return width_ == 0 || height_ == 0; }  ///< No element.
+  [[nodiscard]] device_id device() const noexcept { return rows_.device(); }   ///< As buffer::device().
+  [[nodiscard]] stream_ref stream() const noexcept { return rows_.stream(); }  ///< The stream it is freed on.
+  [[nodiscard]] resource_ref<Kind> resource() const noexcept { return rows_.resource(); }  ///< Where it came from.
+  /// Hands the buffer to stream `s`, as buffer::set_stream.
+  void set_stream(stream_ref s) noexcept { rows_.set_stream(s); }
+
+ private:
+  using storage = buffer<T, Kind>;
+  static constexpr const char* api = "pitched_buffer::allocate";
+
+  pitched_buffer(storage rows, std::size_t width, std::size_t height, std::size_t pitch) noexcept
+      : rows_(std::move(rows)), width_(width), height_(height), pitch_(pitch) {}
+
+  // The pitch for `width` on `where`, then enough whole elements for height * pitch bytes from `take(count)`.
+  template <class Take>
+  static result<pitched_buffer> make(std::size_t width, std::size_t height, device_id where, bool stream_ordered,
+                                     Take&& take) noexcept {
+    auto alignment = detail::row_alignment<Kind>(where, stream_ordered, api);
+    if (!alignment) return alignment.error();
+    auto pitch = detail::pitch_for(width, sizeof(T), alignof(T), *alignment, api);
+    if (!pitch) return pitch.error();
+    auto total = detail::bytes_of(height, *pitch, api);
+    if (!total) return total.error();
+    auto rows = take(*total / sizeof(T) + (*total % sizeof(T) != 0));
+    if (!rows) return rows.error().with_api(api);
+    return pitched_buffer(std::move(*rows), width, height, *pitch);
+  }
+
+  storage rows_;
+  std::size_t width_ = 0, height_ = 0, pitch_ = 0;
+};
+
+template <class T>
+using device_pitched_buffer = pitched_buffer<T, device>;  ///< Owning pitched device memory.
+template <class T>
+using pinned_pitched_buffer = pitched_buffer<T, pinned>;  ///< Owning pitched page-locked host memory.
+template <class T>
+using host_pitched_buffer = pitched_buffer<T, host>;  ///< Owning pitched pageable host memory.
+template <class T>
+using managed_pitched_buffer = pitched_buffer<T, managed>;  ///< Owning pitched managed memory.
+
+namespace detail {
+template <class T, class DK, class U, class SK>
+status copy_rows(ptr<T, DK> dst, std::size_t dpitch, ptr<U, SK> src, std::size_t spitch, std::size_t width_bytes,
+                 std::size_t height, const stream_ref* s) noexcept {
+  check_copy_types<ptr<T, DK>, ptr<U, SK>>();
+  const operand to{dst.get(), width_bytes, height, dpitch, dst.device(), kind_id_of<DK>};
+  const operand from{src.get(), width_bytes, height, spitch, src.device(), kind_id_of<SK>};
+  return copy_operands(to, from, 1, copy_direction<DK, SK>, s, "copy_2d");
+}
+}  // namespace detail
+
+/// Copies `height` rows of `width_bytes` bytes from `src` (rows `spitch` bytes apart) to `dst` (rows
+/// `dpitch` bytes apart): Ascend's aclrtMemcpy2d, in every direction the kinds give, with the checks of
+/// copy (each row within its pitch, pitches within the device's maximum, no overlap). Synchronizes as copy.
+/// Compile-time: the same element type, dst not const. Errors: as copy, reported as copy_2d.
+template <class T, memory_kind DK, class U, memory_kind SK>
+[[nodiscard]] status copy_2d(ptr<T, DK> dst, std::size_t dpitch, ptr<U, SK> src, std::size_t spitch,
+                             std::size_t width_bytes, std::size_t height) noexcept {
+  return detail::copy_rows(dst, dpitch, src, spitch, width_bytes, height, nullptr);
+}
+/// As copy_2d, ordered on `s` (aclrtMemcpy2dAsync); does not synchronize; can be captured. Compile-time:
+/// no pageable host memory.
+template <class T, memory_kind DK, class U, memory_kind SK>
+[[nodiscard]] status copy_2d(ptr<T, DK> dst, std::size_t dpitch, ptr<U, SK> src, std::size_t spitch,
+                             std::size_t width_bytes, std::size_t height, stream_ref s) noexcept {
+  detail::check_stream_ordered<ptr<T, DK>, ptr<U, SK>>();
+  return detail::copy_rows(dst, dpitch, src, spitch, width_bytes, height, &s);
 }
 
 }  // namespace cudamem

@@ -19,8 +19,7 @@ class unique_handle {
   unique_handle() noexcept : handle_(Traits::empty()) {}                       ///< Owns nothing.
   explicit unique_handle(handle_type handle) noexcept : handle_(handle) {}     ///< Owns `handle` (may be empty()).
   unique_handle(unique_handle&& other) noexcept : handle_(other.release()) {}  ///< Takes over; `other` is left empty.
-  /// Releases this handle, then takes over the handle of `other`, which is left empty.
-  unique_handle& operator=(unique_handle&& other) noexcept {
+  unique_handle& operator=(unique_handle&& other) noexcept {  // releases this handle, then takes over `other`'s
     if (this != &other) reset(other.release());
     return *this;
   }
@@ -32,8 +31,7 @@ class unique_handle {
   [[nodiscard]] bool valid() const noexcept { return !(handle_ == Traits::empty()); }  ///< False when none is owned.
   /// Gives the handle up without releasing it; this owns nothing afterwards.
   [[nodiscard]] handle_type release() noexcept { return std::exchange(handle_, Traits::empty()); }
-  /// Releases the owned handle (if any), then owns `handle`.
-  void reset(handle_type handle = Traits::empty()) noexcept {
+  void reset(handle_type handle = Traits::empty()) noexcept {  // releases the owned handle (if any), then owns `handle`
     if (valid()) Traits::release(handle_);
     handle_ = handle;
   }

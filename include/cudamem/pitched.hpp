@@ -1,0 +1,364 @@
+// SPDX-License-Identifier: MIT
+/// \file
+/// Pitched 2D memory: rows of `width()` elements, `pitch_bytes()` apart, of one kind.
+///
+///   pitched_span<T, Kind>                    first element, width (elements), height (rows), pitch (bytes)
+///     v(row, col), v.row(r)                  where span's accessors are (kernels for device memory)
+///     subspan(row, col, rows, cols)          checked, result; subspan_unchecked for kernels
+///   make_pitched(first, width, height, pitch_bytes)   checked: result<pitched_span>
+///   as_pitched(span, width, height)          the span's elements as contiguous rows: result<pitched_span>
+///   pitched_buffer<T, Kind>                  owning, move-only, deep-const
+///     static result<pitched_buffer> allocate(width, height [, device_id])       synchronous
+///     static result<pitched_buffer> allocate(width, height, stream_ref [, resource_ref<Kind>])
+///     view(), data(), width(), height(), pitch_bytes(), device(), stream(), set_stream(s), resource()
+///   copy_2d(dst, dpitch, src, spitch, width_bytes, height [, stream])   aclrtMemcpy2d on typed pointers
+///
+/// Views and owners take part in copy, copy_from_device, copy_from_host, copy_to_host, fill_bytes and
+/// fill (copy.hpp) like spans: 2D with 2D of the same extents, or with a span of as many elements.
+#pragma once
+
+#include <cudamem/buffer.hpp>
+#include <cudamem/copy.hpp>
+#include <cudamem/detail/transfer.hpp>
+#include <cudamem/span.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <type_traits>
+#include <utility>
+
+namespace cudamem {
+
+/// A non-owning 2D view of kind Kind: `height()` rows of `width()` elements, row r starting
+/// `r * pitch_bytes()` bytes after the first element. Trivially copyable, passed to kernels by value.
+/// Element access compiles only on a side that may touch the memory (as span's). Copies and fills
+/// take it like a span. The constructor does not check; make_pitched does.
+template <class T, memory_kind Kind>
+class pitched_span {
+ public:
+  using element_type = T;                  ///< T, with its const.
+  using value_type = std::remove_cv_t<T>;  ///< T without const or volatile.
+  using kind = Kind;                       ///< The memory kind.
+  using pointer = ptr<T, Kind>;            ///< The typed address of the first element.
+  using row_type = span<T, Kind>;          ///< One row.
+
+  CUDAMEM_HD constexpr pitched_span() noexcept : data_(), width_(0), height_(0), pitch_(0) {}  ///< An empty view.
+  /// `height` rows of `width` elements from `first`, `pitch_bytes` apart. Not checked: see make_pitched.
+  CUDAMEM_HD constexpr pitched_span(ptr<T, Kind> first, std::size_t width, std::size_t height,
+                                    std::size_t pitch_bytes) noexcept
+      : data_(first), width_(width), height_(height), pitch_(pitch_bytes) {}
+  /// The same elements, with const added or pinned widened to host (implicit; never the reverse).
+  template <class U, class K2>
+    requires(std::is_convertible_v<U (*)[], T (*)[]> && kind_convertible<K2, Kind> &&
+             !(std::is_same_v<U, T> && std::is_same_v<K2, Kind>))
+  CUDAMEM_HD constexpr pitched_span(pitched_span<U, K2> other) noexcept
+      : data_(other.data()), width_(other.width()), height_(other.height()), pitch_(other.pitch_bytes()) {}
+
+  CUDAMEM_HD constexpr pointer data() const noexcept { return data_; }               ///< The first element.
+  CUDAMEM_HD constexpr std::size_t width() const noexcept { return width_; }         ///< Elements per row.
+  CUDAMEM_HD constexpr std::size_t height() const noexcept { return height_; }       ///< Rows.
+  CUDAMEM_HD constexpr std::size_t pitch_bytes() const noexcept { return pitch_; }   ///< Bytes between rows.
+  CUDAMEM_HD constexpr std::size_t size() const noexcept { return width_ * height_; }  ///< Elements, unchecked.
+  CUDAMEM_HD constexpr bool empty() const noexcept { return width_ == 0 || height_ == 0; }  ///< No element.
+  CUDAMEM_HD constexpr device_id device() const noexcept { return data_.device(); }  ///< As data().device().
+  CUDAMEM_HD constexpr pitched_span view() const noexcept { return *this; }  ///< This view, as an owner's view().
+  /// Element (r, c); checked by CUDAMEM_ASSERT in debug builds only (host and device).
+  CUDAMEM_DETAIL_ACCESSORS(T&, operator()(std::size_t r, std::size_t c), {
+    CUDAMEM_ASSERT(r < height_ && c < width_, "pitched_span index out of range");
+    return row_address(r)[c];
+  })
+  /// Row r as a span of width() elements; checked by CUDAMEM_ASSERT in debug builds only.
+  CUDAMEM_DETAIL_ACCESSORS(row_type, row(std::size_t r), {
+    CUDAMEM_ASSERT(r < height_, "pitched_span row out of range");
+    return row_type(pointer(row_address(r), data_.device()), width_);
+  })
+
+  /// Rows [r, r + rows) of columns [c, c + cols), the same pitch; unchecked but for CUDAMEM_ASSERT in debug
+  /// builds: for kernels and hot loops.
+  CUDAMEM_HD pitched_span subspan_unchecked(std::size_t r, std::size_t c, std::size_t rows,
+                                            std::size_t cols) const noexcept {
+    CUDAMEM_ASSERT(r <= height_ && rows <= height_ - r && c <= width_ && cols <= width_ - c,
+                   "pitched_span subspan out of range");
+    return pitched_span(pointer(row_address(r) + c, data_.device()), cols, rows, pitch_);
+  }
+  /// Rows [r, r + rows) of columns [c, c + cols), the same pitch. A null view stays null. Errors:
+  /// out_of_range when that leaves the view; size_overflow for an offset no pointer can step.
+  [[nodiscard]] result<pitched_span> subspan(std::size_t r, std::size_t c, std::size_t rows,
+                                             std::size_t cols) const noexcept {
+    constexpr const char* api = "pitched_span::subspan";
+    if (r > height_ || rows > height_ - r || c > width_ || cols > width_ - c)
+      return error(errc::out_of_range, api, "rows [%zu, %zu + %zu) x columns [%zu, %zu + %zu) leave a %zu x %zu view",
+                   r, r, rows, c, c, cols, width_, height_);
+    std::size_t row_offset = 0, column_offset = 0, offset = 0;
+    if (__builtin_mul_overflow(r, pitch_, &row_offset) || __builtin_mul_overflow(c, sizeof(T), &column_offset) ||
+        __builtin_add_overflow(row_offset, column_offset, &offset) || !detail::steppable(offset, 1))
+      return error(errc::size_overflow, api, "row %zu, column %zu is beyond what a pointer can step", r, c);
+    if (data_.get() == nullptr) return pitched_span(data_, cols, rows, pitch_);
+    return subspan_unchecked(r, c, rows, cols);
+  }
+
+ private:
+  CUDAMEM_HD T* row_address(std::size_t r) const noexcept {
+    using byte = std::conditional_t<std::is_const_v<T>, const unsigned char, unsigned char>;
+    return reinterpret_cast<T*>(reinterpret_cast<byte*>(data_.get()) + r * pitch_);
+  }
+  // How copies and fills see the view (copy.hpp finds it by argument-dependent lookup).
+  friend detail::operand operand_of(pitched_span v) noexcept {
+    return {v.data_.get(), v.width_, v.height_, v.pitch_, v.device(), detail::kind_id_of<Kind>};
+  }
+  pointer data_;
+  std::size_t width_, height_, pitch_;
+};
+
+template <class T>
+using device_pitched_span = pitched_span<T, device>;  ///< A 2D view of device memory.
+template <class T>
+using pinned_pitched_span = pitched_span<T, pinned>;  ///< A 2D view of page-locked host memory.
+template <class T>
+using host_pitched_span = pitched_span<T, host>;  ///< A 2D view of pageable host memory.
+template <class T>
+using managed_pitched_span = pitched_span<T, managed>;  ///< A 2D view of managed memory.
+
+namespace detail {
+/// Checks a pitched shape: rows fit std::size_t, the pitch holds a row and keeps every row aligned for T, and the
+/// footprint stays inside the address space from `first`. The message names `api` and the rule broken.
+template <class T>
+status check_pitched_shape(const void* first, std::size_t width, std::size_t height, std::size_t pitch_bytes,
+                           const char* api) noexcept {
+  auto row_bytes = bytes_of(width, sizeof(T), api);
+  if (!row_bytes) return row_bytes.error();
+  if (pitch_bytes % alignof(T) != 0)
+    return error(errc::invalid_argument, api, "pitch (%zu bytes) is not a multiple of the element's alignment (%zu)",
+                 pitch_bytes, alignof(T));
+  if (height > 0 && pitch_bytes < *row_bytes)
+    return error(errc::invalid_argument, api, "pitch (%zu bytes) is less than a row (%zu elements of %zu bytes)",
+                 pitch_bytes, width, sizeof(T));
+  std::size_t footprint = 0, end = 0;
+  if (height > 0 && (__builtin_mul_overflow(pitch_bytes, height - 1, &footprint) ||
+                     __builtin_add_overflow(footprint, *row_bytes, &footprint) || !steppable(footprint, 1) ||
+                     __builtin_add_overflow(reinterpret_cast<std::uintptr_t>(first), footprint, &end)))
+    return error(errc::size_overflow, api, "%zu rows of %zu bytes reach past the end of the address space", height,
+                 pitch_bytes);
+  return {};
+}
+}  // namespace detail
+
+/// Views `height` rows of `width` elements from `first`, `pitch_bytes` apart, checked. Errors:
+/// invalid_argument (a pitch that is not a multiple of alignof(T), or shorter than a row), size_overflow.
+template <class T, memory_kind Kind>
+[[nodiscard]] result<pitched_span<T, Kind>> make_pitched(ptr<T, Kind> first, std::size_t width, std::size_t height,
+                                                         std::size_t pitch_bytes) noexcept {
+  CUDAMEM_TRY(detail::check_pitched_shape<T>(first.get(), width, height, pitch_bytes, "make_pitched"));
+  return pitched_span<T, Kind>(first, width, height, pitch_bytes);
+}
+/// Views the elements of `flat` as `height` contiguous rows of `width` (pitch = width * sizeof(T)).
+/// Errors: extents_mismatch when width * height is not flat.size(); size_overflow.
+template <class T, memory_kind Kind>
+[[nodiscard]] result<pitched_span<T, Kind>> as_pitched(span<T, Kind> flat, std::size_t width,
+                                                       std::size_t height) noexcept {
+  constexpr const char* api = "as_pitched";
+  std::size_t count = 0;
+  if (__builtin_mul_overflow(width, height, &count) || count != flat.size())
+    return error(errc::extents_mismatch, api, "%zu x %zu elements do not match a span of %zu", width, height,
+                 flat.size());
+  auto row_bytes = detail::bytes_of(width, sizeof(T), api);
+  if (!row_bytes) return row_bytes.error();
+  return pitched_span<T, Kind>(flat.data(), width, height, *row_bytes);
+}
+
+namespace detail {
+/// The row alignment of pitched host and pinned allocations: the one cudaMallocPitch uses on current
+/// GPUs (their cudaDevAttrTextureAlignment), so host rows line up with device rows.
+inline constexpr std::size_t host_row_alignment = 512;
+
+/// The row alignment of a pitched allocation of kind K on `id`: host and pinned host_row_alignment;
+/// device and managed memory the device's cudaDevAttrTextureAlignment (cudaMallocPitch's rule), but
+/// cudaDevAttrTexturePitchAlignment for stream-ordered device allocations.
+template <memory_kind K>
+result<std::size_t> row_alignment(device_id id, bool stream_ordered, const char* api) noexcept {
+  if constexpr (std::is_same_v<K, host> || std::is_same_v<K, pinned>) {
+    return host_row_alignment;
+  } else {
+    auto value = stream_ordered && std::is_same_v<K, device>
+                     ? cached_attribute<cudaDevAttrTexturePitchAlignment>(id, api)
+                     : cached_attribute<cudaDevAttrTextureAlignment>(id, api);
+    if (!value) return value.error();
+    return static_cast<std::size_t>(*value);
+  }
+}
+
+/// The pitch for `width` elements of `elem_size` bytes: a row rounded up to `alignment` (at least
+/// `elem_align`; both powers of two). Errors: size_overflow.
+inline result<std::size_t> pitch_for(std::size_t width, std::size_t elem_size, std::size_t elem_align,
+                                     std::size_t alignment, const char* api) noexcept {
+  auto row_bytes = bytes_of(width, elem_size, api);
+  if (!row_bytes) return row_bytes.error();
+  const std::size_t step = alignment > elem_align ? alignment : elem_align;
+  std::size_t padded = 0;
+  if (__builtin_add_overflow(*row_bytes, step - 1, &padded))
+    return error(errc::size_overflow, api, "a row of %zu bytes cannot be padded to %zu", *row_bytes, step);
+  return padded / step * step;
+}
+}  // namespace detail
+
+/// Owns `height()` rows of `width()` elements of kind Kind, `pitch_bytes()` apart, not initialized; the
+/// padding after each row belongs to it too. Move-only (a moved-from one is empty), deep-const, no view of
+/// a temporary; frees like the buffer it holds (through its resource, with its device current, on its stream).
+template <class T, memory_kind Kind>
+class pitched_buffer {
+ public:
+  using element_type = T;                    ///< T.
+  using value_type = T;                      ///< T.
+  using kind = Kind;                         ///< The memory kind.
+  static constexpr bool owns_memory = true;  ///< Stream-ordered operations refuse a temporary one.
+
+  pitched_buffer() noexcept = default;  ///< An empty buffer.
+
+  /// `height` rows of `width` elements (device and managed memory: on the current device), from the kind's
+  /// default resource (device: cudaMalloc), the pitch cudaMallocPitch would choose (see detail::row_alignment);
+  /// host and pinned rows are padded to 512 bytes. Synchronous. Errors: as buffer::allocate (reported as
+  /// pitched_buffer::allocate). A width or height of 0 allocates nothing.
+  [[nodiscard]] static result<pitched_buffer> allocate(std::size_t width, std::size_t height) noexcept {
+    device_id where = device_id::host();
+    if constexpr (!std::is_same_v<Kind, host> && !std::is_same_v<Kind, pinned>) {
+      auto current = current_device();
+      if (!current) return current.error().with_api(api);
+      where = *current;
+    }
+    return make(width, height, where, false, [&](std::size_t count) { return storage::allocate(count); });
+  }
+  /// As allocate(width, height), on device `id` (the current device is left as it was).
+  [[nodiscard]] static result<pitched_buffer> allocate(std::size_t width, std::size_t height, device_id id) noexcept
+    requires(!std::is_same_v<Kind, host> && !std::is_same_v<Kind, pinned>)
+  {
+    return make(width, height, id, false, [&](std::size_t count) { return storage::allocate(count, id); });
+  }
+  /// Rows ordered on `s`, on its device. Device memory: the stream-ordered pool, rows padded to the device's
+  /// cudaDevAttrTexturePitchAlignment; does not synchronize, can be captured. Other kinds as allocate(width,
+  /// height), freed on `s`. Errors: as buffer::allocate(count, s).
+  [[nodiscard]] static result<pitched_buffer> allocate(std::size_t width, std::size_t height, stream_ref s) noexcept {
+    return allocate(width, height, s, default_resource<Kind>(true));
+  }
+  /// As allocate(width, height, s), from `resource`. Errors: also whatever the resource reports.
+  [[nodiscard]] static result<pitched_buffer> allocate(std::size_t width, std::size_t height, stream_ref s,
+                                                       resource_ref<Kind> resource) noexcept {
+    if (!s.valid()) return error(errc::invalid_argument, api, "the stream was moved from");
+    device_id where = device_id::host();
+    if constexpr (!std::is_same_v<Kind, host> && !std::is_same_v<Kind, pinned>) {
+      auto stream_device = s.device();
+      if (!stream_device) return stream_device.error().with_api(api);
+      where = *stream_device;
+    }
+    return make(width, height, where, true, [&](std::size_t count) { return storage::allocate(count, s, resource); });
+  }
+
+  /// Takes over the memory of `other`, which is left empty.
+  pitched_buffer(pitched_buffer&& other) noexcept
+      : rows_(std::move(other.rows_)),
+        width_(std::exchange(other.width_, 0)),
+        height_(std::exchange(other.height_, 0)),
+        pitch_(std::exchange(other.pitch_, 0)) {}
+  /// Frees this buffer's memory, then takes over the memory of `other`.
+  pitched_buffer& operator=(pitched_buffer&& other) noexcept {
+    if (this != &other) {
+      rows_ = std::move(other.rows_);
+      width_ = std::exchange(other.width_, 0);
+      height_ = std::exchange(other.height_, 0);
+      pitch_ = std::exchange(other.pitch_, 0);
+    }
+    return *this;
+  }
+  pitched_buffer(const pitched_buffer&) = delete;
+  pitched_buffer& operator=(const pitched_buffer&) = delete;
+
+  ///@{
+  /// The rows as a view, valid while the buffer lives; const elements for a const buffer. Not of a temporary.
+  [[nodiscard]] pitched_span<T, Kind> view() & noexcept { return {rows_.data(), width_, height_, pitch_}; }
+  [[nodiscard]] pitched_span<const T, Kind> view() const& noexcept { return {rows_.data(), width_, height_, pitch_}; }
+  void view() const&& = delete;
+  operator pitched_span<T, Kind>() & noexcept { return view(); }
+  operator pitched_span<const T, Kind>() const& noexcept { return view(); }
+  operator pitched_span<T, Kind>() const&& = delete;
+  operator pitched_span<const T, Kind>() const&& = delete;
+  ///@}
+  ///@{
+  /// The first element (null when nothing was allocated); const for a const buffer.
+  [[nodiscard]] ptr<T, Kind> data() & noexcept { return rows_.data(); }
+  [[nodiscard]] ptr<const T, Kind> data() const& noexcept { return rows_.data(); }
+  void data() const&& = delete;
+  ///@}
+  [[nodiscard]] std::size_t width() const noexcept { return width_; }        ///< Elements per row.
+  [[nodiscard]] std::size_t height() const noexcept { return height_; }      ///< Rows.
+  [[nodiscard]] std::size_t pitch_bytes() const noexcept { return pitch_; }  ///< Bytes from a row to the next.
+  [[nodiscard]] bool empty() const noexcept { return width_ == 0 || height_ == 0; }  ///< No element.
+  [[nodiscard]] device_id device() const noexcept { return rows_.device(); }   ///< As buffer::device().
+  [[nodiscard]] stream_ref stream() const noexcept { return rows_.stream(); }  ///< The stream it is freed on.
+  [[nodiscard]] resource_ref<Kind> resource() const noexcept { return rows_.resource(); }  ///< Where it came from.
+  /// Hands the buffer to stream `s`, as buffer::set_stream.
+  void set_stream(stream_ref s) noexcept { rows_.set_stream(s); }
+
+ private:
+  using storage = buffer<T, Kind>;
+  static constexpr const char* api = "pitched_buffer::allocate";
+
+  pitched_buffer(storage rows, std::size_t width, std::size_t height, std::size_t pitch) noexcept
+      : rows_(std::move(rows)), width_(width), height_(height), pitch_(pitch) {}
+
+  // The pitch for `width` on `where`, then enough whole elements for height * pitch bytes from `take(count)`.
+  template <class Take>
+  static result<pitched_buffer> make(std::size_t width, std::size_t height, device_id where, bool stream_ordered,
+                                     Take&& take) noexcept {
+    auto alignment = detail::row_alignment<Kind>(where, stream_ordered, api);
+    if (!alignment) return alignment.error();
+    auto pitch = detail::pitch_for(width, sizeof(T), alignof(T), *alignment, api);
+    if (!pitch) return pitch.error();
+    auto total = detail::bytes_of(height, *pitch, api);
+    if (!total) return total.error();
+    auto rows = take(*total / sizeof(T) + (*total % sizeof(T) != 0));
+    if (!rows) return rows.error().with_api(api);
+    return pitched_buffer(std::move(*rows), width, height, *pitch);
+  }
+
+  storage rows_;
+  std::size_t width_ = 0, height_ = 0, pitch_ = 0;
+};
+
+template <class T>
+using device_pitched_buffer = pitched_buffer<T, device>;  ///< Owning pitched device memory.
+template <class T>
+using pinned_pitched_buffer = pitched_buffer<T, pinned>;  ///< Owning pitched page-locked host memory.
+template <class T>
+using host_pitched_buffer = pitched_buffer<T, host>;  ///< Owning pitched pageable host memory.
+template <class T>
+using managed_pitched_buffer = pitched_buffer<T, managed>;  ///< Owning pitched managed memory.
+
+namespace detail {
+template <class T, class DK, class U, class SK>
+status copy_rows(ptr<T, DK> dst, std::size_t dpitch, ptr<U, SK> src, std::size_t spitch, std::size_t width_bytes,
+                 std::size_t height, const stream_ref* s) noexcept {
+  check_copy_types<ptr<T, DK>, ptr<U, SK>>();
+  const operand to{dst.get(), width_bytes, height, dpitch, dst.device(), kind_id_of<DK>};
+  const operand from{src.get(), width_bytes, height, spitch, src.device(), kind_id_of<SK>};
+  return copy_operands(to, from, 1, copy_direction<DK, SK>, s, "copy_2d");
+}
+}  // namespace detail
+
+/// Copies `height` rows of `width_bytes` bytes from `src` (rows `spitch` bytes apart) to `dst` (rows
+/// `dpitch` bytes apart): Ascend's aclrtMemcpy2d, in every direction the kinds give, with the checks of
+/// copy (each row within its pitch, pitches within the device's maximum, no overlap). Synchronizes as copy.
+/// Compile-time: the same element type, dst not const. Errors: as copy, reported as copy_2d.
+template <class T, memory_kind DK, class U, memory_kind SK>
+[[nodiscard]] status copy_2d(ptr<T, DK> dst, std::size_t dpitch, ptr<U, SK> src, std::size_t spitch,
+                             std::size_t width_bytes, std::size_t height) noexcept {
+  return detail::copy_rows(dst, dpitch, src, spitch, width_bytes, height, nullptr);
+}
+/// As copy_2d, ordered on `s` (aclrtMemcpy2dAsync); does not synchronize; can be captured. Compile-time:
+/// no pageable host memory.
+template <class T, memory_kind DK, class U, memory_kind SK>
+[[nodiscard]] status copy_2d(ptr<T, DK> dst, std::size_t dpitch, ptr<U, SK> src, std::size_t spitch,
+                             std::size_t width_bytes, std::size_t height, stream_ref s) noexcept {
+  detail::check_stream_ordered<ptr<T, DK>, ptr<U, SK>>();
+  return detail::copy_rows(dst, dpitch, src, spitch, width_bytes, height, &s);
+}
+
+}  // namespace cudamem
