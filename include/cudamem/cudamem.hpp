@@ -12,6 +12,7 @@
 #include <cudamem/error.hpp>
 #include <cudamem/host_register.hpp>
 #include <cudamem/kind.hpp>
+#include <cudamem/peer.hpp>
 #include <cudamem/pitched.hpp>
 #include <cudamem/ptr.hpp>
 #include <cudamem/resource.hpp>

@@ -9,3 +9,8 @@ void library_a_report_release_failure() {
   cudamem::report_release_failure(cudamem::error(cudaErrorInvalidValue, nullptr, "cudaFree"));
 }
 void library_a_set_counter(int value) { cudamem::detail::process_wide<shared_state::counter>().value = value; }
+void library_a_take_peer_guard(int accessor, int owner) {
+  using cudamem::device_id;
+  (void)cudamem::detail::process_wide<cudamem::detail::peer_table>().acquire(device_id(accessor), device_id(owner),
+                                                                             shared_state::no_switch);
+}

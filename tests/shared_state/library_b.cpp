@@ -9,3 +9,11 @@ void library_b_report_release_failure() {
   cudamem::report_release_failure(cudamem::error(cudaErrorInvalidDevicePointer, nullptr, "cudaFreeAsync"));
 }
 int library_b_counter() { return cudamem::detail::process_wide<shared_state::counter>().value; }
+bool library_b_peer_held(int accessor, int owner) {
+  return cudamem::detail::peer_access_held(cudamem::device_id(accessor), cudamem::device_id(owner));
+}
+void library_b_drop_peer_guard(int accessor, int owner) {
+  using cudamem::device_id;
+  cudamem::detail::process_wide<cudamem::detail::peer_table>().release(device_id(accessor), device_id(owner),
+                                                                       shared_state::no_switch);
+}

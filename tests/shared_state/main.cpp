@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 // Drives the shared-state test: a handler installed through one library must receive the failures
 // reported through the other, and through this program; a state written by one must be read by the
-// other. Exits 0 when it holds, else says what was not shared.
+// other, and a peer guard counted through one must be seen through the other. Exits 0 when it
+// holds, else says what was not shared.
 #include "shared.hpp"
 
 #include <cstdio>
@@ -42,6 +43,19 @@ int main() {
   ok &= expect(library_b_counter() == 42, "library A and library B hold different process_wide<> instances");
   ok &= expect(cudamem::detail::process_wide<shared_state::counter>().value == 42,
                "the program and the libraries hold different process_wide<> instances");
-  if (ok) std::printf("shared_state: one release handler and one process_wide<> state across both libraries\n");
+
+  // The peer registry: a guard counted through A is seen by B and by the program, and dropped through B.
+  library_a_take_peer_guard(1, 0);
+  ok &= expect(library_b_peer_held(1, 0), "library B does not see the peer guard library A took");
+  ok &= expect(cudamem::detail::peer_access_held(cudamem::device_id(1), cudamem::device_id(0)),
+               "the program does not see the peer guard library A took");
+  ok &= expect(!library_b_peer_held(0, 1), "a guard of one direction shows in the other");
+  library_b_drop_peer_guard(1, 0);
+  ok &= expect(!cudamem::detail::peer_access_held(cudamem::device_id(1), cudamem::device_id(0)),
+               "a peer guard dropped through library B is still held");
+  if (ok)
+    std::printf(
+        "shared_state: one release handler, one process_wide<> state and one peer registry across both "
+        "libraries\n");
   return ok ? 0 : 1;
 }

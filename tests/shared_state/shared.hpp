@@ -3,6 +3,7 @@
 // own, made with the same helper as the library's registries.
 #pragma once
 
+#include <cudamem/detail/peer_registry.hpp>
 #include <cudamem/error.hpp>
 
 #define SHARED_STATE_EXPORT extern "C" __attribute__((visibility("default")))
@@ -11,13 +12,23 @@ namespace shared_state {
 struct CUDAMEM_DETAIL_PROCESS_WIDE counter {
   int value = 0;
 };
+/// A switch that switches nothing: the test counts guards in the process-wide peer registry, without a device.
+inline cudamem::status switch_nothing_on(cudamem::device_id, cudamem::device_id,
+                                         cudamem::detail::peer_entry&) noexcept {
+  return {};
+}
+inline void switch_nothing_off(cudamem::device_id, cudamem::device_id, const cudamem::detail::peer_entry&) noexcept {}
+inline constexpr cudamem::detail::peer_switch no_switch{&switch_nothing_on, &switch_nothing_off};
 }  // namespace shared_state
 
 // Library A (compiled by nvcc).
 SHARED_STATE_EXPORT cudamem::release_handler library_a_set_release_handler(cudamem::release_handler handler);
 SHARED_STATE_EXPORT void library_a_report_release_failure();
 SHARED_STATE_EXPORT void library_a_set_counter(int value);
+SHARED_STATE_EXPORT void library_a_take_peer_guard(int accessor, int owner);
 // Library B (compiled by g++).
 SHARED_STATE_EXPORT cudamem::release_handler library_b_set_release_handler(cudamem::release_handler handler);
 SHARED_STATE_EXPORT void library_b_report_release_failure();
 SHARED_STATE_EXPORT int library_b_counter();
+SHARED_STATE_EXPORT bool library_b_peer_held(int accessor, int owner);
+SHARED_STATE_EXPORT void library_b_drop_peer_guard(int accessor, int owner);

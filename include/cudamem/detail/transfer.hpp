@@ -6,6 +6,7 @@
 
 #include <cudamem/detail/arith.hpp>
 #include <cudamem/detail/capture.hpp>
+#include <cudamem/detail/peer_registry.hpp>
 #include <cudamem/kind.hpp>
 #include <cudamem/stream.hpp>
 
@@ -241,12 +242,14 @@ inline status run_async(const plan& p, stream_ref s, const char* api) noexcept {
 
 /// A kernel the library launches on `launch` may touch `r` only where that device can reach it:
 /// another device's memory would fault (cudaErrorIllegalAddress loses the context), so it is
-/// refused before launching. Pinned and managed memory are reachable from every device.
+/// refused before launching, unless a peer_access guard for (launch, r's device) is held. Pinned
+/// and managed memory are reachable from every device.
 inline status check_kernel_access(device_id launch, const region& r, const char* api) noexcept {
-  if (r.kind == kind_id::device && r.device != launch)
+  if (r.kind == kind_id::device && r.device != launch && !peer_access_held(launch, r.device))
     return error(errc::invalid_argument, api,
-                 "the memory is on device %d, and a kernel on device %d (the stream's) cannot reach it", r.device.get(),
-                 launch.get());
+                 "the memory is on device %d, and a kernel on device %d (the stream's) cannot reach it without a "
+                 "peer_access guard",
+                 r.device.get(), launch.get());
   return {};
 }
 

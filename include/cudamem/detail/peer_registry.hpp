@@ -1,0 +1,83 @@
+// SPDX-License-Identifier: MIT
+// cudamem: the process-wide peer registry. It counts peer_access guards per (accessor, owner) under one lock: the
+// first guard of a pair switches access on, the last switches off what the first switched on, and nothing else.
+// What switching means is passed in (CUDA in peer.hpp, a fake in the host tests), so the counting is tested
+// without a device; the table is one per process (detail::process_wide). Internal.
+#pragma once
+
+#include <cudamem/detail/process_wide.hpp>
+#include <cudamem/device.hpp>
+
+#include <pthread.h>
+
+namespace cudamem::detail {
+
+/// One pair: the guards held, and what the first guard switched on itself. What was on before is borrowed: it
+/// stays on when the last guard goes.
+struct peer_entry {
+  unsigned guards = 0;
+  bool switched_access = false;          // peer access (cudaDeviceEnablePeerAccess)
+  bool switched_pool = false;            // access to the owner's default memory pool (cudaMemPoolSetAccess)
+  unsigned char pool_flags_before = 0;   // the pool access it had before, restored by the last guard
+};
+
+/// How a pair is switched. `on` switches on what is off, records in the entry what it switched, and on error
+/// leaves everything as it found it; `off` switches off what the entry records (failures go to the release
+/// handler). The registry calls them with its lock held.
+struct peer_switch {
+  status (*on)(device_id accessor, device_id owner, peer_entry& entry) noexcept;
+  void (*off)(device_id accessor, device_id owner, const peer_entry& entry) noexcept;
+};
+
+/// The guards of every pair of devices [0, max_devices), under one lock that also covers the switching: a pair is
+/// never switched while a guard of it is being taken or dropped, and a guard of a held pair costs a lock and an
+/// increment. Precondition of every member but held(): both ordinals lie in [0, max_devices).
+struct CUDAMEM_DETAIL_PROCESS_WIDE peer_table {
+  static constexpr int max_devices = 64;
+
+  /// One more guard of the pair; the first switches access on (`how.on`). On error nothing is counted.
+  status acquire(device_id accessor, device_id owner, const peer_switch& how) noexcept {
+    const locked hold(lock_);
+    peer_entry& entry = entries_[accessor.get()][owner.get()];
+    if (entry.guards == 0) {
+      peer_entry fresh;
+      CUDAMEM_TRY(how.on(accessor, owner, fresh));
+      entry = fresh;
+    }
+    ++entry.guards;
+    return {};
+  }
+  /// One guard fewer; the last switches off (`how.off`) what the first switched on. Precondition: one is held.
+  void release(device_id accessor, device_id owner, const peer_switch& how) noexcept {
+    const locked hold(lock_);
+    peer_entry& entry = entries_[accessor.get()][owner.get()];
+    if (entry.guards == 0 || --entry.guards > 0) return;
+    how.off(accessor, owner, entry);
+    entry = peer_entry();
+  }
+  /// The guards held for the pair now (0 for ordinals outside the table).
+  unsigned guards(device_id accessor, device_id owner) noexcept {
+    if (!in_table(accessor) || !in_table(owner)) return 0;
+    const locked hold(lock_);
+    return entries_[accessor.get()][owner.get()].guards;
+  }
+  static bool in_table(device_id id) noexcept { return id.get() >= 0 && id.get() < max_devices; }
+
+ private:
+  struct locked {
+    explicit locked(pthread_mutex_t& mutex) noexcept : mutex_(mutex) { pthread_mutex_lock(&mutex_); }
+    ~locked() { pthread_mutex_unlock(&mutex_); }
+    locked(const locked&) = delete;
+    locked& operator=(const locked&) = delete;
+    pthread_mutex_t& mutex_;
+  };
+  pthread_mutex_t lock_ = PTHREAD_MUTEX_INITIALIZER;
+  peer_entry entries_[max_devices][max_devices] = {};
+};
+
+/// Whether a peer_access guard lets `accessor` reach `owner`'s memory now (the process-wide registry).
+inline bool peer_access_held(device_id accessor, device_id owner) noexcept {
+  return process_wide<peer_table>().guards(accessor, owner) > 0;
+}
+
+}  // namespace cudamem::detail

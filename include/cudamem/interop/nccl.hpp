@@ -1,0 +1,310 @@
+// SPDX-License-Identifier: MIT
+/// \file
+/// NCCL over cudamem: typed collectives and point-to-point transfers of device views on streams, communicators as
+/// move-only owners, group calls as a scope, NCCL's errors as cudamem errors (domain nccl). Only for programs that
+/// include it and link NCCL (libnccl); the rest of cudamem never needs NCCL. See docs/scaling.md.
+///
+///     nccl::unique_id::create()                                    rank 0 makes it; every rank gets its bytes
+///     nccl::communicator::init_rank(world_size, id, rank, device)  one rank per process (ncclCommInitRank)
+///     nccl::communicator::init_all(devices, out)                   one rank per device of this process
+///     rank(), size(), device(), get(), valid(), abort()
+///     nccl::all_reduce(comm, send, recv, op, stream)   all_reduce(comm, data, op, stream)   (in place)
+///     nccl::broadcast(comm, send, recv, root, stream)  reduce_scatter(comm, send, recv, op, stream)
+///     nccl::all_gather(comm, send, recv, stream)       send(comm, data, peer, stream)  receive(comm, data, peer, s)
+///     nccl::group::start(), end()                      ncclGroupStart / ncclGroupEnd as a scope
+///     nccl::data_type_of<T>                            T's ncclDataType_t; other types do not compile
+/// Every call is ordered on its stream and returns at once (does not synchronize); a view must be device memory of
+/// the communicator's device, and an owner passed as a temporary does not compile.
+#pragma once
+
+#if !__has_include(<nccl.h>)
+#error "cudamem/interop/nccl.hpp needs NCCL's nccl.h on the include path (and libnccl to link)"
+#endif
+
+#include <cudamem/copy.hpp>
+
+#include <nccl.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <type_traits>
+
+namespace cudamem::nccl {
+
+namespace detail {
+using namespace cudamem::detail;
+template <class>
+inline constexpr bool unsupported = false;
+template <class T, class U = std::remove_cv_t<T>>
+constexpr ncclDataType_t data_type_for() noexcept {
+  constexpr bool integer = std::is_integral_v<U> && !std::is_same_v<U, bool> && !std::is_same_v<U, char> &&
+                           !std::is_same_v<U, wchar_t> && !std::is_same_v<U, char8_t> && !std::is_same_v<U, char16_t> &&
+                           !std::is_same_v<U, char32_t>;
+  if constexpr (std::is_same_v<U, float>) return ncclFloat32;
+  else if constexpr (std::is_same_v<U, double>) return ncclFloat64;
+  else if constexpr (std::is_same_v<U, __half>) return ncclFloat16;
+  else if constexpr (std::is_same_v<U, __nv_bfloat16>) return ncclBfloat16;
+  else if constexpr (integer && sizeof(U) == 1) return std::is_signed_v<U> ? ncclInt8 : ncclUint8;
+  else if constexpr (integer && sizeof(U) == 4) return std::is_signed_v<U> ? ncclInt32 : ncclUint32;
+  else if constexpr (integer && sizeof(U) == 8) return std::is_signed_v<U> ? ncclInt64 : ncclUint64;
+  else
+    static_assert(unsupported<T>,
+                  "cudamem::nccl: NCCL has no data type for this element type; use std::int8_t, std::uint8_t, "
+                  "std::int32_t, std::uint32_t, std::int64_t, std::uint64_t, __half, __nv_bfloat16, float or double "
+                  "(to move raw bytes, view them as std::uint8_t)");
+  return ncclNumTypes;
+}
+}  // namespace detail
+
+/// The ncclDataType_t of elements of type T (cv-qualifiers ignored); any other type fails to compile.
+template <class T>
+inline constexpr ncclDataType_t data_type_of = detail::data_type_for<T>();
+
+/// The reduction of a collective (ncclRedOp_t).
+enum class reduce_op { sum = ncclSum, prod = ncclProd, max = ncclMax, min = ncclMin, avg = ncclAvg };
+
+namespace detail {
+/// An NCCL result as a status: errors in the NCCL domain, with the result's name and ncclGetErrorString's message.
+inline status check_nccl(ncclResult_t code, const char* api, const char* call) noexcept {
+  if (code == ncclSuccess) return {};
+  constexpr const char* names[] = {"ncclSuccess",       "ncclUnhandledCudaError", "ncclSystemError",
+                                   "ncclInternalError", "ncclInvalidArgument",    "ncclInvalidUsage",
+                                   "ncclRemoteError",   "ncclInProgress"};
+  const auto index = static_cast<unsigned>(code);
+  return error(error_domain::nccl, static_cast<int>(code), api, call, index < 8 ? names[index] : "ncclResult_t",
+               ncclGetErrorString(code));
+}
+inline void release_nccl(ncclResult_t code, const char* call) noexcept {
+  if (auto released = check_nccl(code, nullptr, call); !released) report_release_failure(released.error());
+}
+struct comm_handle {  // what a communicator owns
+  using type = ncclComm_t;
+  static type empty() noexcept { return nullptr; }
+  static void release(type comm) noexcept { release_nccl(ncclCommDestroy(comm), "ncclCommDestroy"); }
+};
+struct group_handle {  // what a group owns: a ncclGroupStart still to be ended
+  using type = bool;
+  static type empty() noexcept { return false; }
+  static void release(type) noexcept { release_nccl(ncclGroupEnd(), "ncclGroupEnd"); }
+};
+}  // namespace detail
+
+/// The identity of a communicator that ranks in several processes join: rank 0 makes it and passes its bytes
+/// (`native`, NCCL_UNIQUE_ID_BYTES) to every other rank, as a launcher passes data (a pipe, a file, MPI_Bcast).
+struct unique_id {
+  ncclUniqueId native{};  ///< The bytes to pass on.
+  /// A fresh id (ncclGetUniqueId; it may open a bootstrap socket). Errors: NCCL errors.
+  [[nodiscard]] static result<unique_id> create() noexcept {
+    unique_id id;
+    CUDAMEM_TRY(detail::check_nccl(ncclGetUniqueId(&id.native), "nccl::unique_id::create", "ncclGetUniqueId"));
+    return id;
+  }
+};
+
+/// An NCCL communicator: one rank on one device. Move-only; destroyed with ncclCommDestroy (a failure goes to the
+/// release handler). Every operation on an empty one (default-made, moved from, aborted) is invalid_argument.
+class communicator {
+ public:
+  communicator() noexcept = default;  ///< Empty: for arrays that init_all fills.
+  /// Joins the communicator `id` of `world_size` ranks as `rank`, on `device` (ncclCommInitRank; blocks until every
+  /// rank has joined). The current device stays. Errors: out_of_range (no such device); NCCL errors.
+  [[nodiscard]] static result<communicator> init_rank(int world_size, const unique_id& id, int rank,
+                                                      device_id device) noexcept {
+    constexpr const char* api = "nccl::communicator::init_rank";
+    auto current = device_guard::set(device);
+    if (!current) return current.error().with_api(api);
+    ncclComm_t comm = nullptr;
+    CUDAMEM_TRY(detail::check_nccl(ncclCommInitRank(&comm, world_size, id.native, rank), api, "ncclCommInitRank"));
+    return communicator(comm, rank, world_size, device);
+  }
+  /// One communicator per device of this process, rank i on `devices[i]`, into `out` (ncclCommInitAll). Errors:
+  /// invalid_argument (sizes differ, or more than 64 devices); NCCL errors. On error `out` is left as it was.
+  [[nodiscard]] static status init_all(std::span<const device_id> devices, std::span<communicator> out) noexcept {
+    constexpr const char* api = "nccl::communicator::init_all";
+    constexpr std::size_t most = 64;
+    if (devices.size() != out.size() || devices.size() > most || devices.empty())
+      return error(errc::invalid_argument, api, "%zu devices and %zu communicators (1 to %zu of each)", devices.size(),
+                   out.size(), most);
+    ncclComm_t comms[most] = {};
+    int ordinals[most] = {};
+    for (std::size_t i = 0; i < devices.size(); ++i) ordinals[i] = devices[i].get();
+    const int count = static_cast<int>(devices.size());
+    CUDAMEM_TRY(detail::check_nccl(ncclCommInitAll(comms, count, ordinals), api, "ncclCommInitAll"));
+    for (int i = 0; i < count; ++i) out[static_cast<std::size_t>(i)] = communicator(comms[i], i, count, devices[i]);
+    return {};
+  }
+  [[nodiscard]] int rank() const noexcept { return rank_; }                 ///< This rank, from 0.
+  [[nodiscard]] int size() const noexcept { return size_; }                 ///< The number of ranks.
+  [[nodiscard]] device_id device() const noexcept { return device_; }       ///< The device of this rank.
+  [[nodiscard]] ncclComm_t get() const noexcept { return comm_.get(); }     ///< The raw handle; null when empty.
+  [[nodiscard]] bool valid() const noexcept { return comm_.valid(); }       ///< False when empty.
+  /// Abandons the communicator (ncclCommAbort): pending operations are cancelled, as after a failure of another
+  /// rank. Empty afterwards. Errors: invalid_argument (empty); NCCL errors.
+  [[nodiscard]] status abort() noexcept {
+    if (!valid()) return error(errc::invalid_argument, "nccl::communicator::abort", "the communicator is empty");
+    return detail::check_nccl(ncclCommAbort(comm_.release()), "nccl::communicator::abort", "ncclCommAbort");
+  }
+
+ private:
+  communicator(ncclComm_t comm, int rank, int size, device_id device) noexcept
+      : comm_(comm), rank_(rank), size_(size), device_(device) {}
+  cudamem::detail::unique_handle<detail::comm_handle> comm_;
+  int rank_ = -1, size_ = 0;
+  device_id device_;
+};
+
+/// A group of NCCL calls (ncclGroupStart): they are issued together when it ends, which several send/receive pairs
+/// and one thread driving several devices need. end() reports the grouped calls' errors; a group that goes out of
+/// scope unended is ended then (a failure goes to the release handler).
+class group {
+ public:
+  /// Starts a group. Errors: NCCL errors.
+  [[nodiscard]] static result<group> start() noexcept {
+    CUDAMEM_TRY(detail::check_nccl(ncclGroupStart(), "nccl::group::start", "ncclGroupStart"));
+    return group();
+  }
+  /// Ends the group (ncclGroupEnd): the calls are enqueued on their streams. Errors: invalid_argument (ended
+  /// already, or moved from); NCCL errors of the grouped calls.
+  [[nodiscard]] status end() noexcept {
+    if (!open_.release()) return error(errc::invalid_argument, "nccl::group::end", "the group has ended already");
+    return detail::check_nccl(ncclGroupEnd(), "nccl::group::end", "ncclGroupEnd");
+  }
+
+ private:
+  group() noexcept : open_(true) {}
+  cudamem::detail::unique_handle<detail::group_handle> open_;
+};
+
+namespace detail {
+/// Device views, none an owner passed as a temporary (it would free its memory while the call is queued).
+template <class... V>
+concept device_views =
+    ((viewable<std::remove_cvref_t<V>> && std::is_same_v<typename std::remove_cvref_t<V>::kind, cudamem::device> &&
+      !temporary_owner<V>) &&
+     ...);
+/// How the extents of send and recv must relate.
+enum class extents { equal, send_ranks_times, recv_ranks_times, any };
+constexpr const char* rule_text[] = {"recv.size() == send.size()", "send.size() == ranks * recv.size()",
+                                     "recv.size() == ranks * send.size()", ""};
+inline bool fits(extents rule, std::size_t sent, std::size_t received, int ranks) noexcept {
+  std::size_t product = 0;
+  const auto times = [&](std::size_t part) {
+    return !__builtin_mul_overflow(part, static_cast<std::size_t>(ranks), &product) ? product : SIZE_MAX;
+  };
+  return rule == extents::any || (rule == extents::equal && sent == received) ||
+         (rule == extents::send_ranks_times && sent == times(received)) ||
+         (rule == extents::recv_ranks_times && received == times(sent));
+}
+/// The checks every call shares: a usable communicator and stream, views on its device, extents that fit `rule`,
+/// and `rank` (a root or peer; -1: none) a rank of the communicator.
+inline status check_call(const communicator& comm, stream_ref s, device_id send_device, device_id recv_device,
+                         std::size_t sent, std::size_t received, extents rule, int rank, const char* api) noexcept {
+  if (!comm.valid()) return error(errc::invalid_argument, api, "the communicator is empty");
+  if (!s.valid()) return handle_moved_from(api, "stream");
+  for (device_id where : {send_device, recv_device})
+    if (where != comm.device())
+      return error(errc::invalid_argument, api, "a view is on device %d, the communicator's rank on device %d",
+                   where.get(), comm.device().get());
+  if (!fits(rule, sent, received, comm.size()))
+    return error(errc::extents_mismatch, api, "send has %zu elements, recv %zu, with %d ranks (needs %s)", sent,
+                 received, comm.size(), rule_text[static_cast<int>(rule)]);
+  if (rank != -1 && (rank < 0 || rank >= comm.size()))
+    return error(errc::out_of_range, api, "rank %d out of range (%d ranks)", rank, comm.size());
+  return {};
+}
+/// Checks a call on `send` and `recv` (the same view for send() and receive()), then makes it: `call(send address,
+/// recv address, NCCL's type)` returns the ncclResult_t of `nccl_call`.
+template <class Send, class Recv, class Call>
+status issue(const communicator& comm, Send& send, Recv& recv, stream_ref s, extents rule, int rank, const char* api,
+             const char* nccl_call, Call&& call) noexcept {
+  const auto in = send.view();
+  const auto out = recv.view();
+  using T = typename decltype(out)::element_type;
+  static_assert(std::is_same_v<std::remove_cv_t<typename decltype(in)::element_type>, std::remove_cv_t<T>>,
+                "cudamem::nccl: the element types of send and recv differ");
+  CUDAMEM_TRY(check_call(comm, s, in.device(), out.device(), in.size(), out.size(), rule, rank, api));
+  return check_nccl(call(in.data().get(), out.data().get(), data_type_of<T>), api, nccl_call);
+}
+template <class View>
+constexpr void check_writable() {
+  static_assert(!std::is_const_v<typename decltype(std::declval<View&>().view())::element_type>,
+                "cudamem::nccl: recv is a view of const elements");
+}
+}  // namespace detail
+
+/// Sums (or `op`s) `send` of every rank into `recv` of every rank (ncclAllReduce); extents must match; `send` and
+/// `recv` may be the same view. Errors: invalid_argument, extents_mismatch, NCCL errors.
+template <class Send, class Recv>
+  requires detail::device_views<Send, Recv>
+[[nodiscard]] status all_reduce(const communicator& comm, Send&& send, Recv&& recv, reduce_op op,
+                                stream_ref s) noexcept {
+  detail::check_writable<Recv>();
+  return detail::issue(comm, send, recv, s, detail::extents::equal, -1, "nccl::all_reduce", "ncclAllReduce",
+                       [&](auto in, auto out, ncclDataType_t type) {
+                         return ncclAllReduce(in, out, send.view().size(), type, ncclRedOp_t(op), comm.get(), s.get());
+                       });
+}
+/// all_reduce in place: `data` of every rank becomes the reduction.
+template <class Data>
+  requires detail::device_views<Data>
+[[nodiscard]] status all_reduce(const communicator& comm, Data&& data, reduce_op op, stream_ref s) noexcept {
+  return all_reduce(comm, data, data, op, s);
+}
+/// Copies `send` of rank `root` into `recv` of every rank (ncclBroadcast); `send` is read on `root` only; extents
+/// must match. Errors: as all_reduce; out_of_range (root).
+template <class Send, class Recv>
+  requires detail::device_views<Send, Recv>
+[[nodiscard]] status broadcast(const communicator& comm, Send&& send, Recv&& recv, int root, stream_ref s) noexcept {
+  detail::check_writable<Recv>();
+  return detail::issue(comm, send, recv, s, detail::extents::equal, root, "nccl::broadcast", "ncclBroadcast",
+                       [&](auto in, auto out, ncclDataType_t type) {
+                         return ncclBroadcast(in, out, send.view().size(), type, root, comm.get(), s.get());
+                       });
+}
+/// Reduces `send` (ranks * recv.size() elements) over the ranks; rank r gets block r in `recv`
+/// (ncclReduceScatter). Errors: as all_reduce.
+template <class Send, class Recv>
+  requires detail::device_views<Send, Recv>
+[[nodiscard]] status reduce_scatter(const communicator& comm, Send&& send, Recv&& recv, reduce_op op,
+                                    stream_ref s) noexcept {
+  detail::check_writable<Recv>();
+  return detail::issue(comm, send, recv, s, detail::extents::send_ranks_times, -1, "nccl::reduce_scatter",
+                       "ncclReduceScatter", [&](auto in, auto out, ncclDataType_t type) {
+                         return ncclReduceScatter(in, out, recv.view().size(), type, ncclRedOp_t(op), comm.get(),
+                                                  s.get());
+                       });
+}
+/// Gathers `send` of every rank into `recv` (ranks * send.size() elements), rank r's at block r (ncclAllGather).
+/// Errors: as all_reduce.
+template <class Send, class Recv>
+  requires detail::device_views<Send, Recv>
+[[nodiscard]] status all_gather(const communicator& comm, Send&& send, Recv&& recv, stream_ref s) noexcept {
+  detail::check_writable<Recv>();
+  return detail::issue(comm, send, recv, s, detail::extents::recv_ranks_times, -1, "nccl::all_gather", "ncclAllGather",
+                       [&](auto in, auto out, ncclDataType_t type) {
+                         return ncclAllGather(in, out, send.view().size(), type, comm.get(), s.get());
+                       });
+}
+/// Sends `data` to rank `peer`, which receives as many elements (ncclSend; in one group with the matching
+/// receive when both ranks send). Errors: invalid_argument, out_of_range (peer), NCCL errors.
+template <class Data>
+  requires detail::device_views<Data>
+[[nodiscard]] status send(const communicator& comm, Data&& data, int peer, stream_ref s) noexcept {
+  return detail::issue(comm, data, data, s, detail::extents::any, peer, "nccl::send", "ncclSend",
+                       [&](auto in, auto, ncclDataType_t type) {
+                         return ncclSend(in, data.view().size(), type, peer, comm.get(), s.get());
+                       });
+}
+/// Receives `data.size()` elements from rank `peer` into `data` (ncclRecv). Errors: as send.
+template <class Data>
+  requires detail::device_views<Data>
+[[nodiscard]] status receive(const communicator& comm, Data&& data, int peer, stream_ref s) noexcept {
+  detail::check_writable<Data>();
+  return detail::issue(comm, data, data, s, detail::extents::any, peer, "nccl::receive", "ncclRecv",
+                       [&](auto, auto out, ncclDataType_t type) {
+                         return ncclRecv(out, data.view().size(), type, peer, comm.get(), s.get());
+                       });
+}
+
+}  // namespace cudamem::nccl

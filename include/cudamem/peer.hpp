@@ -1,0 +1,241 @@
+// SPDX-License-Identifier: MIT
+/// \file
+/// Peer access between the devices of one process: what CUDA reports about each pair, and move-only guards that
+/// let one device's kernels and copies reach another's memory while they are held.
+///
+///     result<bool> can_access_peer(device_id accessor, device_id owner)
+///     result<peer_link> peer_link_between(device_id accessor, device_id owner)   CUDA's P2P attributes of the pair
+///     result<peer_links> peers_of(device_id accessor)                            the link to every other device
+///     class peer_access { static result<peer_access> enable(accessor, owner); accessor(), owner(), valid() }
+///     result<std::pair<peer_access, peer_access>> enable_both(device_id a, device_id b)
+///
+/// Guards are counted per (accessor, owner) in one process-wide registry: the first switches access on, the last
+/// switches off what the first switched on. Access that was on before (enabled with raw CUDA) is borrowed and left
+/// on. A guard also opens the owner's default stream-ordered pool (cudaMallocAsync) to the accessor.
+#pragma once
+
+#include <cudamem/detail/peer_registry.hpp>
+#include <cudamem/detail/unique_handle.hpp>
+#include <cudamem/device.hpp>
+
+#include <utility>
+
+namespace cudamem {
+
+/// What CUDA reports about `accessor` reaching `owner`'s memory (cudaDeviceGetP2PAttribute).
+struct peer_link {
+  device_id owner;                ///< The device whose memory is reached.
+  bool access_supported = false;  ///< cudaDevP2PAttrAccessSupported: a peer_access guard can be taken.
+  bool native_atomics = false;    ///< cudaDevP2PAttrNativeAtomicSupported: atomics over the link are native.
+  bool array_access = false;      ///< cudaDevP2PAttrCudaArrayAccessSupported: CUDA arrays are reachable too.
+  int performance_rank = 0;       ///< cudaDevP2PAttrPerformanceRank: relative speed of the link; lower is faster.
+};
+
+/// The links from one device to every other, in device order (at most 63: the registry covers 64 devices).
+class peer_links {
+ public:
+  [[nodiscard]] const peer_link* begin() const noexcept { return links_; }          ///< The first link.
+  [[nodiscard]] const peer_link* end() const noexcept { return links_ + count_; }   ///< One past the last.
+  [[nodiscard]] std::size_t size() const noexcept { return count_; }                ///< How many links.
+  [[nodiscard]] const peer_link& operator[](std::size_t i) const noexcept { return links_[i]; }  ///< Unchecked.
+
+ private:
+  friend result<peer_links> peers_of(device_id) noexcept;
+  peer_link links_[detail::peer_table::max_devices - 1] = {};
+  std::size_t count_ = 0;
+};
+
+namespace detail {
+/// Both devices exist, differ and lie in the registry. Errors: out_of_range (no such device), invalid_argument
+/// (one device twice), not_supported (an ordinal of 64 or more); CUDA errors.
+inline status check_peer_pair(device_id accessor, device_id owner, const char* api) noexcept {
+  auto count = device_count();
+  if (!count) return count.error().with_api(api);
+  for (device_id id : {accessor, owner})
+    if (id.get() < 0 || id.get() >= *count)
+      return error(errc::out_of_range, api, "device %d out of range (%d devices)", id.get(), *count);
+  if (accessor == owner) return error(errc::invalid_argument, api, "device %d cannot be its own peer", owner.get());
+  if (!peer_table::in_table(accessor) || !peer_table::in_table(owner))
+    return error(errc::not_supported, api, "peer access is tracked for devices 0 to %d", peer_table::max_devices - 1);
+  return {};
+}
+inline result<int> p2p_attribute(cudaDeviceP2PAttr attribute, device_id accessor, device_id owner,
+                                 const char* api) noexcept {
+  int value = 0;
+  CUDAMEM_TRY(check(cudaDeviceGetP2PAttribute(&value, attribute, accessor.get(), owner.get()), api,
+                    "cudaDeviceGetP2PAttribute"));
+  return value;
+}
+inline result<bool> read_can_access(device_id accessor, device_id owner, const char* api) noexcept {
+  int can = 0;
+  CUDAMEM_TRY(check(cudaDeviceCanAccessPeer(&can, accessor.get(), owner.get()), api, "cudaDeviceCanAccessPeer"));
+  return can != 0;
+}
+
+/// The owner's default pool and the accessor as a location; null pool where the owner has no pools.
+struct pool_access {
+  cudaMemPool_t pool = nullptr;
+  cudaMemLocation accessor{};
+};
+inline result<pool_access> default_pool_of(device_id accessor, device_id owner, const char* api) noexcept {
+  auto pools = cached_attribute<cudaDevAttrMemoryPoolsSupported>(owner, api);
+  if (!pools) return pools.error();
+  pool_access found;
+  found.accessor.type = cudaMemLocationTypeDevice;
+  found.accessor.id = accessor.get();
+  if (*pools != 0)
+    CUDAMEM_TRY(check(cudaDeviceGetDefaultMemPool(&found.pool, owner.get()), api, "cudaDeviceGetDefaultMemPool"));
+  return found;
+}
+inline cudaError_t set_pool_access(const pool_access& where, unsigned char flags) noexcept {
+  const cudaMemAccessDesc desc{where.accessor, static_cast<cudaMemAccessFlags>(flags)};
+  return cudaMemPoolSetAccess(where.pool, &desc, 1);
+}
+
+/// The registry's switch-on: peer access (borrowed when CUDA says it is already on: the handled error is cleared),
+/// then read-write access to the owner's default pool unless it had that already. All or nothing.
+inline status switch_peer_on(device_id accessor, device_id owner, peer_entry& entry) noexcept {
+  constexpr const char* api = "peer_access::enable";
+  auto can = read_can_access(accessor, owner, api);
+  if (!can) return can.error();
+  if (!*can)
+    return error(errc::not_supported, api, "device %d cannot reach device %d's memory (no peer path)", accessor.get(),
+                 owner.get());
+  auto pool = default_pool_of(accessor, owner, api);
+  if (!pool) return pool.error();
+  auto current = device_guard::set(accessor);  // cudaDeviceEnablePeerAccess opens the current device's view
+  if (!current) return current.error().with_api(api);
+  const cudaError_t enabled = cudaDeviceEnablePeerAccess(owner.get(), 0);
+  if (enabled == cudaErrorPeerAccessAlreadyEnabled) (void)cudaGetLastError();
+  else CUDAMEM_TRY(check(enabled, api, "cudaDeviceEnablePeerAccess"));
+  entry.switched_access = enabled == cudaSuccess;
+  cudaMemAccessFlags before = cudaMemAccessFlagsProtNone;
+  status opened;
+  if (pool->pool != nullptr)
+    opened = check(cudaMemPoolGetAccess(&before, pool->pool, &pool->accessor), api, "cudaMemPoolGetAccess");
+  if (opened && pool->pool != nullptr && before != cudaMemAccessFlagsProtReadWrite)
+    opened = check(set_pool_access(*pool, cudaMemAccessFlagsProtReadWrite), api, "cudaMemPoolSetAccess");
+  if (!opened) {
+    if (entry.switched_access) (void)cudaDeviceDisablePeerAccess(owner.get());
+    return opened;
+  }
+  entry.switched_pool = pool->pool != nullptr && before != cudaMemAccessFlagsProtReadWrite;
+  entry.pool_flags_before = static_cast<unsigned char>(before);
+  return {};
+}
+
+/// The registry's switch-off: undoes what switch_peer_on recorded. Access switched off behind the registry's back
+/// (cudaErrorPeerAccessNotEnabled) is no failure; other failures go to the release handler.
+inline void switch_peer_off(device_id accessor, device_id owner, const peer_entry& entry) noexcept {
+  const auto report = [](const error& failure) {  // as check_release: nothing once the runtime has unloaded
+    if (failure != cudaErrorCudartUnloading) report_release_failure(failure);
+  };
+  if (entry.switched_pool) {
+    auto pool = default_pool_of(accessor, owner, "peer_access::~peer_access");
+    if (!pool) report(pool.error());
+    else check_release(set_pool_access(*pool, entry.pool_flags_before), "cudaMemPoolSetAccess");
+  }
+  if (!entry.switched_access) return;
+  auto current = device_guard::set(accessor);
+  if (!current) return report(current.error());
+  const cudaError_t disabled = cudaDeviceDisablePeerAccess(owner.get());
+  if (disabled == cudaErrorPeerAccessNotEnabled) (void)cudaGetLastError();
+  else check_release(disabled, "cudaDeviceDisablePeerAccess");
+}
+
+inline constexpr peer_switch cuda_peer_switch{&switch_peer_on, &switch_peer_off};
+
+struct peer_guard_handle {  // what a peer_access owns: one count of a pair in the registry
+  struct type {
+    int accessor = cudaInvalidDeviceId, owner = cudaInvalidDeviceId;
+    friend bool operator==(type, type) noexcept = default;
+  };
+  static type empty() noexcept { return {}; }
+  static void release(type pair) noexcept {
+    process_wide<peer_table>().release(device_id(pair.accessor), device_id(pair.owner), cuda_peer_switch);
+  }
+};
+}  // namespace detail
+
+/// Whether kernels on `accessor` can reach memory of `owner` once a guard is held (cudaDeviceCanAccessPeer).
+/// Errors: out_of_range (no such device); invalid_argument (accessor == owner); not_supported (ordinal >= 64); CUDA.
+[[nodiscard]] inline result<bool> can_access_peer(device_id accessor, device_id owner) noexcept {
+  CUDAMEM_TRY(detail::check_peer_pair(accessor, owner, "can_access_peer"));
+  return detail::read_can_access(accessor, owner, "can_access_peer");
+}
+
+/// The link from `accessor` to `owner`: the four attributes cudaDeviceGetP2PAttribute reports. Errors: as
+/// can_access_peer.
+[[nodiscard]] inline result<peer_link> peer_link_between(device_id accessor, device_id owner) noexcept {
+  constexpr const char* api = "peer_link_between";
+  CUDAMEM_TRY(detail::check_peer_pair(accessor, owner, api));
+  peer_link link;
+  link.owner = owner;
+  const cudaDeviceP2PAttr attributes[] = {cudaDevP2PAttrAccessSupported, cudaDevP2PAttrNativeAtomicSupported,
+                                          cudaDevP2PAttrCudaArrayAccessSupported, cudaDevP2PAttrPerformanceRank};
+  int values[4] = {};
+  for (int i = 0; i < 4; ++i) {
+    auto value = detail::p2p_attribute(attributes[i], accessor, owner, api);
+    if (!value) return value.error();
+    values[i] = *value;
+  }
+  link.access_supported = values[0] != 0, link.native_atomics = values[1] != 0, link.array_access = values[2] != 0;
+  link.performance_rank = values[3];
+  return link;
+}
+
+/// The link from `accessor` to every other device (of the first 64), in device order. Errors: as can_access_peer.
+[[nodiscard]] inline result<peer_links> peers_of(device_id accessor) noexcept {
+  auto count = device_count();
+  if (!count) return count.error().with_api("peers_of");
+  CUDAMEM_TRY(detail::check_device(accessor, "peers_of"));
+  peer_links links;
+  for (int other = 0; other < *count && other < detail::peer_table::max_devices; ++other) {
+    if (other == accessor.get()) continue;
+    auto link = peer_link_between(accessor, device_id(other));
+    if (!link) return link.error().with_api("peers_of");
+    links.links_[links.count_++] = *link;
+  }
+  return links;
+}
+
+/// A move-only guard: while it is held, kernels and copies on `accessor` reach `owner`'s device memory, from
+/// cudaMalloc and from the owner's default stream-ordered pool alike (the library's own kernels, such as the typed
+/// fill, accept the pair then). Access is one-directional (see enable_both). Guards of a pair are counted across
+/// the process, from any thread: the first switches access on (about 11 ms on an H200 pair), later ones cost a lock
+/// and an increment, and the last switches off what the first switched on. Work on either device that uses the
+/// access must be complete before the last guard of the pair goes.
+class peer_access {
+ public:
+  /// Lets `accessor` reach `owner`'s memory. Borrows access that was already on (CUDA's
+  /// cudaErrorPeerAccessAlreadyEnabled, cleared from its last-error slot): the registry never switches it off.
+  /// Synchronous; leaves the current device as it was. Errors, with nothing changed: out_of_range (no such
+  /// device); invalid_argument (accessor == owner); not_supported (the pair cannot peer, or an ordinal >= 64); CUDA
+  /// errors (cudaErrorTooManyPeers: the accessor's limit of peers is reached).
+  [[nodiscard]] static result<peer_access> enable(device_id accessor, device_id owner) noexcept {
+    CUDAMEM_TRY(detail::check_peer_pair(accessor, owner, "peer_access::enable"));
+    CUDAMEM_TRY(detail::process_wide<detail::peer_table>().acquire(accessor, owner, detail::cuda_peer_switch));
+    return peer_access(accessor, owner);
+  }
+  /// The device that reaches the memory; cudaInvalidDeviceId after a move.
+  [[nodiscard]] device_id accessor() const noexcept { return device_id(pair_.get().accessor); }
+  /// The device whose memory is reached; cudaInvalidDeviceId after a move.
+  [[nodiscard]] device_id owner() const noexcept { return device_id(pair_.get().owner); }
+  [[nodiscard]] bool valid() const noexcept { return pair_.valid(); }  ///< False after a move.
+
+ private:
+  peer_access(device_id accessor, device_id owner) noexcept : pair_({accessor.get(), owner.get()}) {}
+  detail::unique_handle<detail::peer_guard_handle> pair_;
+};
+
+/// Both directions between `a` and `b`: first lets `a` reach `b`, second `b` reach `a`. All or nothing: when the
+/// second fails, the first is dropped. Errors: as peer_access::enable.
+[[nodiscard]] inline result<std::pair<peer_access, peer_access>> enable_both(device_id a, device_id b) noexcept {
+  auto forward = peer_access::enable(a, b);
+  if (!forward) return forward.error().with_api("enable_both");
+  auto backward = peer_access::enable(b, a);
+  if (!backward) return backward.error().with_api("enable_both");
+  return std::pair<peer_access, peer_access>(std::move(*forward), std::move(*backward));
+}
+
+}  // namespace cudamem
