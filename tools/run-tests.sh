@@ -10,7 +10,7 @@
 # What it needs: CMake >= 3.25, a C++20 host compiler, the CUDA toolkit (nvcc: $CUDACXX, else
 # nvcc on PATH, else /usr/local/cuda/bin/nvcc), Python 3 and Catch2 (3, or 2.13). Optional:
 # doxygen (api_docs test), clang-format-19 (format test), clang with libFuzzer (fuzz tests), Conan 2
-# (Conan package test); their tests report "skipped" without them.
+# (Conan package test), DLPack headers (DLPack interop tests); their tests report "skipped" without them.
 # On Debian 12 it installs what is missing with apt-get, after saying what (and asking, when run
 # from a terminal), and Conan into a virtual environment in the build directory.
 # CUDAMEM_NO_INSTALL=1 installs nothing. Elsewhere it lists what is missing and how to get it.
@@ -72,6 +72,8 @@ if command -v cmake >/dev/null 2>&1 && ! catch2_found; then
   missing_required+=("Catch2 3, or 2.13|catch2|Ubuntu 24.04: apt-get install catch2; or build Catch2 3 and set CMAKE_PREFIX_PATH")
 fi
 command -v doxygen >/dev/null 2>&1 || missing_optional+=("doxygen (api_docs test)|doxygen")
+[ -f /usr/include/dlpack/dlpack.h ] || [ -f /usr/local/include/dlpack/dlpack.h ] ||
+  missing_optional+=("DLPack headers (DLPack interop tests)|libdlpack-dev")
 if ! tools/format.sh --check /dev/null >/dev/null 2>&1; then
   missing_optional+=("clang-format 19 (format test)|clang-format-19")
 fi

@@ -1,0 +1,190 @@
+// SPDX-License-Identifier: MIT
+/// \file
+/// cudamem views and owners as DLPack tensors (`DLManagedTensor`, DLPack 0.6 and later), and back. Optional: it needs
+/// <dlpack/dlpack.h> (Debian and Ubuntu: libdlpack-dev).
+///
+///   to_dlpack(span | pitched_span)           result<dlpack_tensor>; the memory stays the caller's
+///   to_dlpack(std::move(buffer | pitched_buffer))   result<dlpack_tensor>; the tensor's deleter frees the buffer
+///   span_from_dlpack<T, K>(const DLManagedTensor*)      checked: result<span<T, K>>
+///   pitched_from_dlpack<T, K>(const DLManagedTensor*)   checked: result<pitched_span<T, K>>
+///   dlpack_tensor                            owns a DLManagedTensor*, calls its deleter once; move-only
+///     static adopt(DLManagedTensor*), get(), release(), explicit operator bool
+///
+/// Kinds map to device types: device -> kDLCUDA (device_id: the device), pinned -> kDLCUDAHost, managed ->
+/// kDLCUDAManaged, host -> kDLCPU (device_id 0 for the last three, as DLPack asks). Shape and strides count elements:
+/// {size} and {1} for a span, {height, width} and {pitch_bytes / sizeof(T), 1} for pitched rows. Element types:
+/// integers other than bool, float, double (DLPack code, bits, one lane); any other T does not compile.
+#pragma once
+
+#include <cudamem/detail/strided_rows.hpp>
+#include <cudamem/detail/unique_handle.hpp>
+#include <cudamem/pitched.hpp>
+
+#include <dlpack/dlpack.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <new>
+#include <type_traits>
+#include <utility>
+
+namespace cudamem {
+
+namespace detail {
+struct dlpack_handle {
+  using type = DLManagedTensor*;
+  static type empty() noexcept { return nullptr; }
+  static void release(type tensor) noexcept {
+    if (tensor->deleter != nullptr) tensor->deleter(tensor);
+  }
+};
+}  // namespace detail
+
+/// Owns a DLManagedTensor: its deleter (if any) is called exactly once, when the owner goes. Move-only.
+class dlpack_tensor {
+ public:
+  dlpack_tensor() noexcept = default;  ///< Owns nothing.
+  /// Takes ownership of `tensor` (may be null), as a DLPack consumer does of the tensor in a "dltensor" capsule.
+  [[nodiscard]] static dlpack_tensor adopt(DLManagedTensor* tensor) noexcept { return dlpack_tensor(tensor); }
+  [[nodiscard]] DLManagedTensor* get() const noexcept { return handle_.get(); }  ///< The tensor; null when none.
+  /// Gives the tensor up without calling its deleter (e.g. into a PyCapsule); this owns nothing afterwards.
+  [[nodiscard]] DLManagedTensor* release() noexcept { return handle_.release(); }
+  explicit operator bool() const noexcept { return handle_.valid(); }  ///< True when a tensor is owned.
+
+ private:
+  explicit dlpack_tensor(DLManagedTensor* tensor) noexcept : handle_(tensor) {}
+  detail::unique_handle<detail::dlpack_handle> handle_;
+};
+
+namespace detail {
+/// DLPack's data type of T, at compile time.
+template <class T>
+consteval DLDataType dlpack_dtype() noexcept {
+  using U = std::remove_cv_t<T>;
+  static_assert(
+      (std::is_integral_v<U> && !std::is_same_v<U, bool>) || std::is_same_v<U, float> || std::is_same_v<U, double>,
+      "cudamem: DLPack export and import take integers (not bool), float and double elements");
+  const auto code = std::is_floating_point_v<U> ? kDLFloat : std::is_signed_v<U> ? kDLInt : kDLUInt;
+  return DLDataType{static_cast<std::uint8_t>(code), static_cast<std::uint8_t>(sizeof(U) * 8), 1};
+}
+template <memory_kind K>
+inline constexpr DLDeviceType dlpack_device_type = std::is_same_v<K, device>    ? kDLCUDA
+                                                   : std::is_same_v<K, pinned>  ? kDLCUDAHost
+                                                   : std::is_same_v<K, managed> ? kDLCUDAManaged
+                                                                                : kDLCPU;
+struct no_owner {};
+// The tensor, its shape and strides, and what it keeps alive, in one allocation that the deleter deletes.
+template <class Owner>
+struct dlpack_export {
+  DLManagedTensor tensor;
+  std::int64_t shape[2];
+  std::int64_t strides[2];
+  Owner owner;
+};
+
+// `first` as a tensor of `ndim` (1 or 2) dimensions; `owner` is moved in only on success.
+template <class T, memory_kind Kind, class Owner>
+result<dlpack_tensor> export_tensor(ptr<T, Kind> first, int ndim, const std::size_t (&shape)[2],
+                                    const std::size_t (&strides)[2], Owner&& owner) noexcept {
+  for (int d = 0; d < ndim; ++d)
+    if (shape[d] > INT64_MAX || strides[d] > INT64_MAX)
+      return error(errc::size_overflow, "to_dlpack", "extent %zu or stride %zu does not fit DLPack's int64_t", shape[d],
+                   strides[d]);
+  using holder = dlpack_export<std::remove_cvref_t<Owner>>;
+  auto* kept = new (std::nothrow) holder{{}, {}, {}, std::forward<Owner>(owner)};
+  if (kept == nullptr) return error(errc::out_of_memory, "to_dlpack", "out of host memory for the tensor");
+  for (int d = 0; d < ndim; ++d)
+    kept->shape[d] = static_cast<std::int64_t>(shape[d]), kept->strides[d] = static_cast<std::int64_t>(strides[d]);
+  const int device_ordinal = std::is_same_v<Kind, device> ? first.device().get() : 0;
+  kept->tensor.dl_tensor = {
+      const_cast<std::remove_cv_t<T>*>(first.get()),  // DLPack has no const data
+      {dlpack_device_type<Kind>, device_ordinal},    ndim, dlpack_dtype<T>(), kept->shape, kept->strides, 0};
+  kept->tensor.manager_ctx = kept;
+  kept->tensor.deleter = [](DLManagedTensor* self) { delete static_cast<holder*>(self->manager_ctx); };
+  return dlpack_tensor::adopt(&kept->tensor);
+}
+template <class T, memory_kind Kind, class Owner>
+result<dlpack_tensor> export_rows(pitched_span<T, Kind> rows, Owner&& owner) noexcept {
+  auto row_stride = row_stride_in_elements(rows, "to_dlpack");
+  if (!row_stride) return row_stride.error();
+  return export_tensor(rows.data(), 2, {rows.height(), rows.width()}, {*row_stride, 1}, std::forward<Owner>(owner));
+}
+
+// The elements of a tensor of `ndim` dimensions (1: one row) holding T in memory of kind Kind, after checking
+// every rule. Null strides mean compact row-major rows (allowed before DLPack 1.2).
+template <class T, memory_kind Kind>
+result<pitched_span<T, Kind>> import_rows(const DLManagedTensor* tensor, int ndim, const char* api) noexcept {
+  if (tensor == nullptr) return error(errc::invalid_argument, api, "the tensor is null");
+  const DLTensor& t = tensor->dl_tensor;
+  const DLDeviceType type = t.device.device_type;
+  if (type != dlpack_device_type<Kind> && !(std::is_same_v<Kind, host> && type == kDLCUDAHost))
+    return error(errc::invalid_argument, api, "device type %d is not that of %s memory (%d)", static_cast<int>(type),
+                 Kind::name, static_cast<int>(dlpack_device_type<Kind>));
+  constexpr DLDataType want = dlpack_dtype<T>();
+  if (t.dtype.code != want.code || t.dtype.bits != want.bits || t.dtype.lanes != want.lanes)
+    return error(errc::invalid_argument, api, "dtype (code %u, %u bits, %u lanes) is not T's (code %u, %u bits)",
+                 unsigned{t.dtype.code}, unsigned{t.dtype.bits}, unsigned{t.dtype.lanes}, unsigned{want.code},
+                 unsigned{want.bits});
+  if (t.ndim != ndim || t.shape == nullptr)
+    return error(errc::invalid_argument, api, "ndim is %d%s, not %d", t.ndim, t.shape ? "" : " (no shape)", ndim);
+  for (int d = 0; d < ndim; ++d)
+    if (t.shape[d] < 0 || (t.strides != nullptr && t.strides[d] < 0))
+      return error(errc::invalid_argument, api, "dimension %d has a negative extent or stride", d);
+  if ((reinterpret_cast<std::uintptr_t>(t.data) + t.byte_offset) % alignof(T) != 0)
+    return error(errc::invalid_argument, api, "data + byte_offset (%llu) is not aligned for T (%zu bytes)",
+                 static_cast<unsigned long long>(t.byte_offset), alignof(T));
+  const bool on_device = std::is_same_v<Kind, device> || std::is_same_v<Kind, managed>;
+  if (on_device && t.device.device_id < 0)
+    return error(errc::invalid_argument, api, "device_id %d names no device", t.device.device_id);
+  const auto extent = [&](int d) { return static_cast<std::size_t>(t.shape[d]); };
+  const auto stride = [&](int d, std::size_t compact) {
+    return t.strides != nullptr ? static_cast<std::size_t>(t.strides[d]) : compact;
+  };
+  const std::size_t columns = extent(ndim - 1), rows = ndim == 2 ? extent(0) : 1;
+  return rows_from_strides<T, Kind>(reinterpret_cast<T*>(static_cast<char*>(t.data) + t.byte_offset),
+                                    on_device ? device_id(t.device.device_id) : device_id::host(), rows, columns,
+                                    ndim == 2 ? stride(0, columns) : columns, stride(ndim - 1, 1), api);
+}
+}  // namespace detail
+
+/// `view` as a tensor of shape {size} and stride {1}. The memory stays the caller's: it must outlive every use of the
+/// tensor; the deleter frees only the tensor. Errors: size_overflow; out_of_memory (host memory for the tensor).
+template <class T, memory_kind Kind>
+[[nodiscard]] result<dlpack_tensor> to_dlpack(span<T, Kind> view) noexcept {
+  return detail::export_tensor(view.data(), 1, {view.size(), 0}, {1, 0}, detail::no_owner{});
+}
+/// `view` as a tensor of shape {height, width} and strides {pitch_bytes / sizeof(T), 1}; the memory stays the
+/// caller's. Errors: invalid_argument when the pitch is not a multiple of sizeof(T); as to_dlpack(span).
+template <class T, memory_kind Kind>
+[[nodiscard]] result<dlpack_tensor> to_dlpack(pitched_span<T, Kind> view) noexcept {
+  return detail::export_rows(view, detail::no_owner{});
+}
+/// The elements of `owner` as to_dlpack(span); the tensor owns them, and its deleter frees them as the buffer would
+/// (on its stream, with its device current). On error `owner` is left as it was. Errors: as to_dlpack(span).
+template <class T, memory_kind Kind>
+[[nodiscard]] result<dlpack_tensor> to_dlpack(buffer<T, Kind>&& owner) noexcept {
+  return detail::export_tensor(owner.data(), 1, {owner.size(), 0}, {1, 0}, std::move(owner));
+}
+/// The rows of `owner` as to_dlpack(pitched_span); the tensor owns them, as to_dlpack(buffer&&).
+template <class T, memory_kind Kind>
+[[nodiscard]] result<dlpack_tensor> to_dlpack(pitched_buffer<T, Kind>&& owner) noexcept {
+  return detail::export_rows(owner.view(), std::move(owner));
+}
+
+/// The elements of `tensor`, of kind Kind (host also takes kDLCUDAHost), as a span valid while the tensor lives.
+/// Errors: invalid_argument naming the rule broken: a null tensor, another device type, another dtype, ndim != 1,
+/// a stride other than 1, a negative extent, stride or device_id, data + byte_offset misaligned for T.
+template <class T, memory_kind Kind>
+[[nodiscard]] result<span<T, Kind>> span_from_dlpack(const DLManagedTensor* tensor) noexcept {
+  auto row = detail::import_rows<T, Kind>(tensor, 1, "span_from_dlpack");
+  if (!row) return row.error();
+  return span<T, Kind>(row->data(), row->width());
+}
+/// The rows of a 2D `tensor` (shape {rows, columns}, strides {pitch in elements, 1}) as a pitched view valid while the
+/// tensor lives. Errors: as span_from_dlpack (ndim != 2), and as make_pitched (a pitch shorter than a row).
+template <class T, memory_kind Kind>
+[[nodiscard]] result<pitched_span<T, Kind>> pitched_from_dlpack(const DLManagedTensor* tensor) noexcept {
+  return detail::import_rows<T, Kind>(tensor, 2, "pitched_from_dlpack");
+}
+
+}  // namespace cudamem

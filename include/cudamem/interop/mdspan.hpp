@@ -1,0 +1,116 @@
+// SPDX-License-Identifier: MIT
+/// \file
+/// cudamem views as `cuda::std::mdspan` and `cuda::std::span`, and back. Optional: it costs the compile time of
+/// libcu++'s <cuda/std/mdspan>, which the core headers avoid.
+///
+///   to_mdspan(span<T, K>)                    mdspan<T, dextents<size_t, 1>> (layout_right); host and device
+///   to_mdspan(pitched_span<T, K>)            result<pitched_mdspan<T>>: layout_stride, strides {pitch / sizeof(T), 1}
+///   to_span<K>(mdspan 1D [, device_id])      checked: result<span<T, K>>
+///   to_pitched_span<K>(mdspan 2D [, device_id])   checked: result<pitched_span<T, K>>
+///   to_cuda_span(span<T, K>)                 cuda::std::span<T>; host and device
+///   from_cuda_span<K>(cuda::std::span [, device_id])   span<T, K>, not checked; host and device
+///
+/// An mdspan or cuda::std::span does not know its memory kind or device: going back, the caller names the kind
+/// (and the device for device and managed memory; host and pinned memory are on device_id::host()). Indexing an
+/// mdspan is not checked against the kind: the compile-time access rule ends at the conversion.
+#pragma once
+
+#include <cudamem/detail/strided_rows.hpp>
+#include <cudamem/pitched.hpp>
+
+#include <cuda/std/mdspan>
+#include <cuda/std/span>
+
+#include <cstddef>
+#include <type_traits>
+
+namespace cudamem {
+
+/// The mdspan of a pitched view: rows `stride(0)` elements apart, unit stride within a row. `submdspan` of it is a
+/// layout_stride mdspan again.
+template <class T>
+using pitched_mdspan = cuda::std::mdspan<T, cuda::std::dextents<std::size_t, 2>, cuda::std::layout_stride>;
+
+/// The elements of `view` as a 1D mdspan. Never fails; usable in kernels.
+template <class T, memory_kind Kind>
+[[nodiscard]] CUDAMEM_HD constexpr cuda::std::mdspan<T, cuda::std::dextents<std::size_t, 1>> to_mdspan(
+    span<T, Kind> view) noexcept {
+  return cuda::std::mdspan<T, cuda::std::dextents<std::size_t, 1>>(view.data().get(), view.size());
+}
+
+/// The rows of `view` as a 2D mdspan (extents {height, width}, strides {pitch_bytes / sizeof(T), 1}). Errors:
+/// invalid_argument when the pitch is not a whole number of elements (an mdspan's strides count elements).
+template <class T, memory_kind Kind>
+[[nodiscard]] result<pitched_mdspan<T>> to_mdspan(pitched_span<T, Kind> view) noexcept {
+  auto row_stride = detail::row_stride_in_elements(view, "to_mdspan");
+  if (!row_stride) return row_stride.error();
+  using extents = cuda::std::dextents<std::size_t, 2>;
+  // layout_stride wants positive strides; an empty view's pitch may be 0.
+  const cuda::std::array<std::size_t, 2> strides{*row_stride > 0 ? *row_stride : 1, 1};
+  return pitched_mdspan<T>(view.data().get(),
+                           cuda::std::layout_stride::mapping<extents>(extents(view.height(), view.width()), strides));
+}
+
+namespace detail {
+// Host and pinned memory live on device_id::host(); device and managed memory need the caller to say where.
+template <class K>
+concept kind_without_device = std::is_same_v<K, host> || std::is_same_v<K, pinned>;
+// An mdspan whose data handle is a plain T* and whose layout has strides.
+template <class MD, std::size_t Rank>
+concept plain_strided_mdspan = MD::rank() == Rank && MD::is_always_strided() &&
+                               std::is_same_v<typename MD::data_handle_type, typename MD::element_type*>;
+}  // namespace detail
+
+/// The elements of a 1D mdspan, which the caller asserts is memory of kind Kind on `id`. Errors: invalid_argument
+/// when its stride is not 1 (a span is contiguous).
+template <memory_kind Kind, class MD>
+  requires detail::plain_strided_mdspan<MD, 1>
+[[nodiscard]] result<span<typename MD::element_type, Kind>> to_span(const MD& md, device_id id) noexcept {
+  auto row = detail::rows_from_strides<typename MD::element_type, Kind>(md.data_handle(), id, 1, md.extent(0),
+                                                                        md.extent(0), md.stride(0), "to_span");
+  if (!row) return row.error();
+  return span<typename MD::element_type, Kind>(row->data(), row->width());
+}
+/// As to_span(md, device_id::host()), for host and pinned memory.
+template <memory_kind Kind, class MD>
+  requires(detail::plain_strided_mdspan<MD, 1> && detail::kind_without_device<Kind>)
+[[nodiscard]] result<span<typename MD::element_type, Kind>> to_span(const MD& md) noexcept {
+  return to_span<Kind>(md, device_id::host());
+}
+
+/// The rows of a 2D mdspan (extents {rows, columns}), which the caller asserts is memory of kind Kind on `id`, as a
+/// pitched view with pitch stride(0) * sizeof(T). Errors: invalid_argument when the columns are not adjacent
+/// (stride(1) != 1) or the pitch breaks make_pitched's rules; size_overflow.
+template <memory_kind Kind, class MD>
+  requires detail::plain_strided_mdspan<MD, 2>
+[[nodiscard]] result<pitched_span<typename MD::element_type, Kind>> to_pitched_span(const MD& md,
+                                                                                    device_id id) noexcept {
+  return detail::rows_from_strides<typename MD::element_type, Kind>(md.data_handle(), id, md.extent(0), md.extent(1),
+                                                                    md.stride(0), md.stride(1), "to_pitched_span");
+}
+/// As to_pitched_span(md, device_id::host()), for host and pinned memory.
+template <memory_kind Kind, class MD>
+  requires(detail::plain_strided_mdspan<MD, 2> && detail::kind_without_device<Kind>)
+[[nodiscard]] result<pitched_span<typename MD::element_type, Kind>> to_pitched_span(const MD& md) noexcept {
+  return to_pitched_span<Kind>(md, device_id::host());
+}
+
+/// The elements of `view` as a cuda::std::span (the common span type of RMM and cudf). Usable in kernels.
+template <class T, memory_kind Kind>
+[[nodiscard]] CUDAMEM_HD constexpr cuda::std::span<T> to_cuda_span(span<T, Kind> view) noexcept {
+  return cuda::std::span<T>(view.data().get(), view.size());
+}
+/// The elements of `view`, which the caller asserts is memory of kind Kind on `id`. Not checked; usable in kernels.
+template <memory_kind Kind, class T, std::size_t Extent>
+[[nodiscard]] CUDAMEM_HD constexpr span<T, Kind> from_cuda_span(cuda::std::span<T, Extent> view,
+                                                                device_id id) noexcept {
+  return span<T, Kind>(ptr<T, Kind>(view.data(), id), view.size());
+}
+/// As from_cuda_span(view, device_id::host()), for host and pinned memory.
+template <memory_kind Kind, class T, std::size_t Extent>
+  requires detail::kind_without_device<Kind>
+[[nodiscard]] CUDAMEM_HD constexpr span<T, Kind> from_cuda_span(cuda::std::span<T, Extent> view) noexcept {
+  return from_cuda_span<Kind>(view, device_id::host());
+}
+
+}  // namespace cudamem
