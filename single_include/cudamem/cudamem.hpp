@@ -2282,7 +2282,16 @@ inline status run_sync(const plan& p, const char* api) noexcept {
 inline status run_async(const plan& p, stream_ref s, const char* api) noexcept {
   if (!s.valid()) [[unlikely]]
     return error(errc::invalid_argument, api, "the stream was moved from");
-  return p.dst.empty() ? status() : enqueue(p, s, api);
+  if (p.dst.empty()) return {};
+  status done = enqueue(p, s, api);
+  if (done || done.error() != cudaErrorInvalidValue) [[likely]]
+    return done;
+  // Stream-ordered pool memory is mapped only where its device (or a device given access) is
+  // current: CUDA refuses the copy with invalid-value while another device is. Retry once with the
+  // stream's device current; the hot path pays nothing for it.
+  auto device = s.device();
+  auto guard = device ? device_guard::set(*device) : result<device_guard>(device.error());
+  return guard && guard->previous() != *device ? enqueue(p, s, api) : done;
 }
 
 /// A kernel the library launches on `launch` may touch `r` only where that device can reach it:

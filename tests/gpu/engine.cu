@@ -267,3 +267,21 @@ TEST_CASE("a 2D copy within one device, ordered on another device's stream, leav
       CHECK(back[row * 1024 + col] == (col < width ? values[row * 1024 + col] : 0));
   CHECK(cudaGetLastError() == cudaSuccess);
 }
+
+TEST_CASE("stream-ordered copies of another device's pool memory work whichever device is current",
+          "[copy][multi_gpu]") {
+  REQUIRE_OK(set_current_device(device_id(0)));
+  auto s1 = take(stream::create(device_id(1)));
+  auto pooled = take(device_buffer<int>::allocate(1000, s1));  // device 1's stream-ordered pool
+  const auto values = test::random_vector<int>(1000, test::fresh_seed());
+  auto in = take(pinned_buffer<int>::allocate(1000));
+  auto out = take(pinned_buffer<int>::allocate(1000));
+  std::copy(values.begin(), values.end(), in.data().get());
+  REQUIRE_OK(fill_bytes(out, 0));
+  REQUIRE_OK(copy(pooled, in, s1));
+  REQUIRE_OK(copy(out, pooled, s1));
+  REQUIRE_OK(s1.synchronize());
+  CHECK(test::read_back(out.view()) == values);
+  CHECK(take(current_device()) == device_id(0));  // the retry's device guard restored it
+  CHECK(cudaGetLastError() == cudaSuccess);
+}

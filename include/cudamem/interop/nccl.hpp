@@ -25,6 +25,7 @@
 
 #include <nccl.h>
 
+#include <climits>
 #include <cstddef>
 #include <cstdint>
 #include <span>
@@ -187,6 +188,8 @@ concept device_views =
 enum class extents { equal, send_ranks_times, recv_ranks_times, any };
 constexpr const char* rule_text[] = {"recv.size() == send.size()", "send.size() == ranks * recv.size()",
                                      "recv.size() == ranks * send.size()", ""};
+inline constexpr int no_rank = INT_MIN;  // a collective without a root: no rank to check
+
 inline bool fits(extents rule, std::size_t sent, std::size_t received, int ranks) noexcept {
   std::size_t product = 0;
   const auto times = [&](std::size_t part) {
@@ -197,7 +200,7 @@ inline bool fits(extents rule, std::size_t sent, std::size_t received, int ranks
          (rule == extents::recv_ranks_times && received == times(sent));
 }
 /// The checks every call shares: a usable communicator and stream, views on its device, extents that fit `rule`,
-/// and `rank` (a root or peer; -1: none) a rank of the communicator.
+/// and `rank` (a root or peer; no_rank: none) a rank of the communicator.
 inline status check_call(const communicator& comm, stream_ref s, device_id send_device, device_id recv_device,
                          std::size_t sent, std::size_t received, extents rule, int rank, const char* api) noexcept {
   if (!comm.valid()) return error(errc::invalid_argument, api, "the communicator is empty");
@@ -209,7 +212,7 @@ inline status check_call(const communicator& comm, stream_ref s, device_id send_
   if (!fits(rule, sent, received, comm.size()))
     return error(errc::extents_mismatch, api, "send has %zu elements, recv %zu, with %d ranks (needs %s)", sent,
                  received, comm.size(), rule_text[static_cast<int>(rule)]);
-  if (rank != -1 && (rank < 0 || rank >= comm.size()))
+  if (rank != no_rank && (rank < 0 || rank >= comm.size()))
     return error(errc::out_of_range, api, "rank %d out of range (%d ranks)", rank, comm.size());
   return {};
 }
@@ -240,8 +243,8 @@ template <class Send, class Recv>
 [[nodiscard]] status all_reduce(const communicator& comm, Send&& send, Recv&& recv, reduce_op op,
                                 stream_ref s) noexcept {
   detail::check_writable<Recv>();
-  return detail::issue(comm, send, recv, s, detail::extents::equal, -1, "nccl::all_reduce", "ncclAllReduce",
-                       [&](auto in, auto out, ncclDataType_t type) {
+  return detail::issue(comm, send, recv, s, detail::extents::equal, detail::no_rank, "nccl::all_reduce",
+                       "ncclAllReduce", [&](auto in, auto out, ncclDataType_t type) {
                          return ncclAllReduce(in, out, send.view().size(), type, ncclRedOp_t(op), comm.get(), s.get());
                        });
 }
@@ -269,7 +272,7 @@ template <class Send, class Recv>
 [[nodiscard]] status reduce_scatter(const communicator& comm, Send&& send, Recv&& recv, reduce_op op,
                                     stream_ref s) noexcept {
   detail::check_writable<Recv>();
-  return detail::issue(comm, send, recv, s, detail::extents::send_ranks_times, -1, "nccl::reduce_scatter",
+  return detail::issue(comm, send, recv, s, detail::extents::send_ranks_times, detail::no_rank, "nccl::reduce_scatter",
                        "ncclReduceScatter", [&](auto in, auto out, ncclDataType_t type) {
                          return ncclReduceScatter(in, out, recv.view().size(), type, ncclRedOp_t(op), comm.get(),
                                                   s.get());
@@ -281,8 +284,8 @@ template <class Send, class Recv>
   requires detail::device_views<Send, Recv>
 [[nodiscard]] status all_gather(const communicator& comm, Send&& send, Recv&& recv, stream_ref s) noexcept {
   detail::check_writable<Recv>();
-  return detail::issue(comm, send, recv, s, detail::extents::recv_ranks_times, -1, "nccl::all_gather", "ncclAllGather",
-                       [&](auto in, auto out, ncclDataType_t type) {
+  return detail::issue(comm, send, recv, s, detail::extents::recv_ranks_times, detail::no_rank, "nccl::all_gather",
+                       "ncclAllGather", [&](auto in, auto out, ncclDataType_t type) {
                          return ncclAllGather(in, out, send.view().size(), type, comm.get(), s.get());
                        });
 }
