@@ -13,7 +13,9 @@
 #include <cudamem/host_register.hpp>
 #include <cudamem/kind.hpp>
 #include <cudamem/pitched.hpp>
+#include <cudamem/pool.hpp>
 #include <cudamem/ptr.hpp>
+#include <cudamem/registry.hpp>
 #include <cudamem/resource.hpp>
 #include <cudamem/span.hpp>
 #include <cudamem/stream.hpp>
