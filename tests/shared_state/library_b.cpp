@@ -8,4 +8,8 @@ cudamem::release_handler library_b_set_release_handler(cudamem::release_handler 
 void library_b_report_release_failure() {
   cudamem::report_release_failure(cudamem::error(cudaErrorInvalidDevicePointer, nullptr, "cudaFreeAsync"));
 }
+bool library_b_has_allocator(std::uint64_t id) {
+  cudamem::resource_ref<cudamem::device> found = cudamem::default_resource<cudamem::device>(true);
+  return cudamem::detail::allocators().find(id, found);
+}
 int library_b_counter() { return cudamem::detail::process_wide<shared_state::counter>().value; }

@@ -42,6 +42,16 @@ int main() {
   ok &= expect(library_b_counter() == 42, "library A and library B hold different process_wide<> instances");
   ok &= expect(cudamem::detail::process_wide<shared_state::counter>().value == 42,
                "the program and the libraries hold different process_wide<> instances");
-  if (ok) std::printf("shared_state: one release handler and one process_wide<> state across both libraries\n");
+  // The allocator registry (made-up stream id): registered through A, seen by B and by the program.
+  constexpr std::uint64_t stream_id = 0x5eed;
+  const std::size_t slot = library_a_register(stream_id);
+  ok &= expect(slot != ~std::size_t{0}, "library A could not register an allocator");
+  ok &= expect(library_b_has_allocator(stream_id), "library B does not see the allocator library A registered");
+  ok &= expect(!cudamem::detail::allocators().empty(), "the program does not see the allocator library A registered");
+  library_a_unregister(slot, stream_id);
+  ok &= expect(!library_b_has_allocator(stream_id), "library B still sees an allocator library A unregistered");
+  if (ok)
+    std::printf("shared_state: one release handler, one process_wide<> state and one allocator registry across both "
+                "libraries\n");
   return ok ? 0 : 1;
 }
