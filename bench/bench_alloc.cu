@@ -119,8 +119,7 @@ double throughput(pool_type& pool, int threads, int pairs) {
       const auto registered = take(register_allocator(s, pool), "register_allocator");
       (void)take(device_buffer<std::byte>::allocate(std::size_t{1} << 20, s), "warm-up");
       ++ready;
-      while (!go.load()) {
-      }
+      while (!go.load()) {}
       const auto start = wall_clock::now();
       for (int i = 0; i < pairs; ++i)
         (void)take(device_buffer<std::byte>::allocate(std::size_t{1} << 20, s), "device_buffer::allocate");
@@ -128,8 +127,7 @@ double throughput(pool_type& pool, int threads, int pairs) {
       check(s.synchronize(), "stream::synchronize");
     });
   }
-  while (ready.load() < threads) {
-  }
+  while (ready.load() < threads) {}
   go = true;
   for (auto& w : workers) w.join();
   return threads * pairs / *std::max_element(seconds.begin(), seconds.end());
@@ -163,7 +161,8 @@ void thrust_row(std::vector<row>& rows, const options& opt, stream_ref s) {
   auto [raw, lib] = interleaved(
       opt.warmups, opt.reps,
       [&] {
-        return trial([&] { thrust::sort(thrust::cuda::par.on(s.get()), thrust_begin(work.view()), thrust_end(work.view())); });
+        return trial(
+            [&] { thrust::sort(thrust::cuda::par.on(s.get()), thrust_begin(work.view()), thrust_end(work.view())); });
       },
       [&] {
         return trial([&] { thrust::sort(thrust_policy(s), thrust_begin(work.view()), thrust_end(work.view())); });
@@ -184,8 +183,8 @@ int main(int argc, char** argv) {
   const device_id here = take(current_device(), "current_device");
   cudaDeviceProp properties{};
   check(cudaGetDeviceProperties(&properties, here.get()), "cudaGetDeviceProperties");
-  std::printf("bench_alloc: device %d: %s; %d batches of %d calls per side, %d warm-ups\n", here.get(),
-              properties.name, opt.batches, opt.calls, opt.warmups);
+  std::printf("bench_alloc: device %d: %s; %d batches of %d calls per side, %d warm-ups\n", here.get(), properties.name,
+              opt.batches, opt.calls, opt.warmups);
   std::printf("values are medians; ratio = cudamem / raw; spread = half the interquartile range\n\n");
   check(set_pool_release_threshold(here), "set_pool_release_threshold");
 

@@ -67,7 +67,7 @@ int main() {
     return 1;
   }
   const caching_statistics st = pool.statistics();
-  std::printf("thrust_pool: sorted and summed %zu ints (sum %lld); pool: %zu upstream allocations, %zu reuses\n",
-              count, static_cast<long long>(sum), st.upstream_allocations, st.reused);
+  std::printf("thrust_pool: sorted and summed %zu ints (sum %lld); pool: %zu upstream allocations, %zu reuses\n", count,
+              static_cast<long long>(sum), st.upstream_allocations, st.reused);
   return 0;
 }

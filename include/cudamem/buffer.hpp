@@ -49,9 +49,9 @@ class buffer {
     return make(count, id, stream_ref(), default_resource<Kind>());
   }
   /// `count` elements ordered on `s`, on its device. Device memory: the allocator registered on `s`
-  /// (register_allocator), else the stream-ordered pool; does not synchronize, can be captured, usable on `s`. Other kinds allocate synchronously and record `s` for the free. Errors: as
-  /// allocate(count); invalid_argument (moved-from stream); capture_active (a capturing raw handle of unknown
-  /// device: see stream_ref::from_native_handle).
+  /// (register_allocator), else the stream-ordered pool; does not synchronize, can be captured, usable on `s`. Other
+  /// kinds allocate synchronously and record `s` for the free. Errors: as allocate(count); invalid_argument (moved-from
+  /// stream); capture_active (a capturing raw handle of unknown device: see stream_ref::from_native_handle).
   [[nodiscard]] static result<buffer> allocate(std::size_t count, stream_ref s) noexcept {
     if constexpr (std::is_same_v<Kind, cudamem::device>) return allocate(count, s, allocator_for(s));
     else return allocate(count, s, default_resource<Kind>(true));

@@ -29,8 +29,7 @@ namespace cudamem {
 /// from): memory up to `bytes` stays in the pool when a stream synchronizes instead of going back to the driver, so
 /// the next cudaMallocAsync is cheap. Process-wide for that device; does not synchronize. Errors: out_of_range (no
 /// such device); not_supported (no memory pools); CUDA errors.
-[[nodiscard]] inline status set_pool_release_threshold(device_id id,
-                                                       std::uint64_t bytes = ~std::uint64_t{0}) noexcept {
+[[nodiscard]] inline status set_pool_release_threshold(device_id id, std::uint64_t bytes = ~std::uint64_t{0}) noexcept {
   constexpr const char* api = "set_pool_release_threshold";
   auto pools = detail::cached_attribute<cudaDevAttrMemoryPoolsSupported>(id, api);
   if (!pools) return pools.error();
@@ -267,8 +266,7 @@ class statistics_adaptor {
     const std::size_t now = bytes_.fetch_add(bytes, std::memory_order_relaxed) + bytes;
     blocks_.fetch_add(1, std::memory_order_relaxed);
     std::size_t peak = peak_.load(std::memory_order_relaxed);
-    while (now > peak && !peak_.compare_exchange_weak(peak, now, std::memory_order_relaxed)) {
-    }
+    while (now > peak && !peak_.compare_exchange_weak(peak, now, std::memory_order_relaxed)) {}
     return got;
   }
   /// As the upstream's; null does nothing.

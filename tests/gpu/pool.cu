@@ -147,9 +147,7 @@ TEST_CASE("out of memory: the caching pool gives back its cache and retries", "[
   const auto first_class = detail::class_of(first, "test"), second_class = detail::class_of(second, "test");
   REQUIRE(first_class->index != second_class->index);
   REQUIRE(first_class->bytes + second_class->bytes > free_bytes);
-  {
-    auto big = take(device_buffer<std::byte>::allocate(first, s, pool));
-  }  // cached, not given back
+  { auto big = take(device_buffer<std::byte>::allocate(first, s, pool)); }  // cached, not given back
   CHECK(pool.statistics().bytes_cached == first_class->bytes);
   {
     auto next = device_buffer<std::byte>::allocate(second, s, pool);

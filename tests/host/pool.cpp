@@ -381,7 +381,8 @@ TEST_CASE("the allocator table is full at its capacity", "[pool][registry]") {
   CHECK(full.error().code() == errc::not_supported);
 }
 
-TEST_CASE("the allocator table: lookups race with registrations and never see a torn entry", "[pool][registry][concurrent]") {
+TEST_CASE("the allocator table: lookups race with registrations and never see a torn entry",
+          "[pool][registry][concurrent]") {
   detail::allocator_table table;
   tagged_resource a{1}, b{2};
   std::atomic<bool> stop{false};

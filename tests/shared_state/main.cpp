@@ -51,7 +51,8 @@ int main() {
   library_a_unregister(slot, stream_id);
   ok &= expect(!library_b_has_allocator(stream_id), "library B still sees an allocator library A unregistered");
   if (ok)
-    std::printf("shared_state: one release handler, one process_wide<> state and one allocator registry across both "
-                "libraries\n");
+    std::printf(
+        "shared_state: one release handler, one process_wide<> state and one allocator registry across both "
+        "libraries\n");
   return ok ? 0 : 1;
 }
