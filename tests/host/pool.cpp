@@ -347,36 +347,58 @@ struct tagged_resource {
 }  // namespace
 
 TEST_CASE("the allocator table: register, find, refuse twice, erase, reuse a slot", "[pool][registry]") {
-  detail::allocator_table table;  // a table of the test's own, with made-up stream ids
+  detail::allocator_table table;  // a table of the test's own, with made-up stream ids and handles
   tagged_resource one{1}, two{2};
   CHECK(table.empty());
-  auto slot = table.insert(7, one);
+  auto slot = table.insert(7, 0x700, one);
   REQUIRE(slot);
   CHECK_FALSE(table.empty());
-  resource_ref<device> found = two;
-  CHECK(table.find(7, found));
-  CHECK(found == resource_ref<device>(one));
-  CHECK_FALSE(table.find(8, found));
-  auto twice = table.insert(7, two);
+  detail::allocator_table::entry found{two, 0};
+  CHECK(table.find(0x700, found));
+  CHECK(found.resource == resource_ref<device>(one));
+  CHECK(found.stream_id == 7);
+  CHECK_FALSE(table.find(0x800, found));
+  auto twice = table.insert(7, 0x700, two);
   REQUIRE_FALSE(twice);
   CHECK(twice.error().code() == errc::invalid_argument);
   table.erase(*slot, 7);
   CHECK(table.empty());
-  CHECK_FALSE(table.find(7, found));
-  auto again = table.insert(9, two);
+  CHECK_FALSE(table.find(0x700, found));
+  auto again = table.insert(9, 0x900, two);
   REQUIRE(again);
   CHECK(*again == *slot);  // the freed slot is reused
   table.erase(*slot, 7);  // a stale erase (another id now) leaves it alone
-  CHECK(table.find(9, found));
-  CHECK(found == resource_ref<device>(two));
+  CHECK(table.find(0x900, found));
+  CHECK(found.resource == resource_ref<device>(two));
   table.erase(*again, 9);
+}
+
+TEST_CASE("the allocator table: a new stream at a destroyed stream's handle takes the handle over",
+          "[pool][registry]") {
+  detail::allocator_table table;
+  tagged_resource old_resource{1}, new_resource{2};
+  auto old_slot = table.insert(7, 0x700, old_resource);  // its stream is destroyed, the registration kept
+  REQUIRE(old_slot);
+  detail::allocator_table::entry found{old_resource, 0};
+  REQUIRE(table.find(0x700, found));
+  CHECK(found.stream_id == 7);  // allocator_for compares this with the stream's id: a new stream would not match
+  auto new_slot = table.insert(8, 0x700, new_resource);  // a new stream (id 8) at the same handle
+  REQUIRE(new_slot);
+  REQUIRE(table.find(0x700, found));
+  CHECK(found.stream_id == 8);
+  CHECK(found.resource == resource_ref<device>(new_resource));
+  table.erase(*new_slot, 8);
+  CHECK_FALSE(table.find(0x700, found));  // the old registration no longer answers for the handle
+  table.erase(*old_slot, 7);
+  CHECK(table.empty());
 }
 
 TEST_CASE("the allocator table is full at its capacity", "[pool][registry]") {
   auto table = std::make_unique<detail::allocator_table>();
   tagged_resource r;
-  for (std::uint64_t id = 0; id < detail::allocator_table::capacity; ++id) REQUIRE(table->insert(id + 1, r));
-  auto full = table->insert(100000, r);
+  for (std::uint64_t id = 0; id < detail::allocator_table::capacity; ++id)
+    REQUIRE(table->insert(id + 1, 0x1000 + id, r));
+  auto full = table->insert(100000, 0x100000, r);
   REQUIRE_FALSE(full);
   CHECK(full.error().code() == errc::not_supported);
 }
@@ -391,19 +413,19 @@ TEST_CASE("the allocator table: lookups race with registrations and never see a 
   for (int t = 0; t < 4; ++t) {
     readers.emplace_back([&] {
       while (!stop.load()) {
-        resource_ref<device> found = a;
+        detail::allocator_table::entry found{a, 0};
         for (std::uint64_t id = 1; id <= 4; ++id) {
-          if (!table.find(id, found)) continue;
-          if (!(found == resource_ref<device>(a) || found == resource_ref<device>(b))) ++torn;
-          // The one resource each id is ever registered with: odd ids `a`, even ids `b`.
-          if ((id % 2 == 1) != (found == resource_ref<device>(a))) ++torn;
+          if (!table.find(0x100 * id, found)) continue;
+          if (!(found.resource == resource_ref<device>(a) || found.resource == resource_ref<device>(b))) ++torn;
+          // Each id is only ever registered at its own handle, with one resource: odd ids `a`, even ids `b`.
+          if (found.stream_id != id || (id % 2 == 1) != (found.resource == resource_ref<device>(a))) ++torn;
         }
       }
     });
   }
   for (int round = 0; round < 20000; ++round) {
     const std::uint64_t id = 1 + static_cast<std::uint64_t>(round % 4);
-    auto slot = table.insert(id, id % 2 == 1 ? resource_ref<device>(a) : resource_ref<device>(b));
+    auto slot = table.insert(id, 0x100 * id, id % 2 == 1 ? resource_ref<device>(a) : resource_ref<device>(b));
     REQUIRE(slot);
     table.erase(*slot, id);
   }

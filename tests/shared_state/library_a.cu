@@ -16,7 +16,7 @@ struct library_a_resource {
 } resource;
 }  // namespace
 std::size_t library_a_register(std::uint64_t id) {
-  auto slot = cudamem::detail::allocators().insert(id, resource);
+  auto slot = cudamem::detail::allocators().insert(id, 0x5eed00, resource);
   return slot ? *slot : ~std::size_t{0};
 }
 void library_a_unregister(std::size_t slot, std::uint64_t id) { cudamem::detail::allocators().erase(slot, id); }

@@ -20,7 +20,8 @@ struct CUDAMEM_DETAIL_PROCESS_WIDE counter {
 SHARED_STATE_EXPORT cudamem::release_handler library_a_set_release_handler(cudamem::release_handler handler);
 SHARED_STATE_EXPORT void library_a_report_release_failure();
 SHARED_STATE_EXPORT void library_a_set_counter(int value);
-// Registers a resource of its own for the made-up stream id `id` in the allocator registry's table; returns its slot.
+// Registers a resource of its own for the made-up stream id `id` (at a made-up handle) in the allocator registry's
+// table; returns its slot.
 SHARED_STATE_EXPORT std::size_t library_a_register(std::uint64_t id);
 SHARED_STATE_EXPORT void library_a_unregister(std::size_t slot, std::uint64_t id);
 // Library B (compiled by g++).
