@@ -62,6 +62,7 @@ TEST_CASE("every pool and adaptor serves device buffers and ends with nothing ou
     CHECK(host_side[0] == 3);
   }
   CHECK(pinned_pool.statistics().blocks_in_use == 0);
+  REQUIRE_OK(set_pool_release_threshold(here, 0));  // the driver's default again, for the tests that follow
   CHECK(cudaGetLastError() == cudaSuccess);
 }
 
