@@ -142,7 +142,9 @@ inline allocator_table& allocators() noexcept { return process_wide<allocator_ta
 /// every buffer it made.
 class registration {
  public:
+  /// Takes over `other`'s registration; `other` holds none after.
   registration(registration&& other) noexcept : slot_(other.slot_), id_(other.id_) { other.id_ = none; }
+  /// Unregisters this one's, then takes over `other`'s.
   registration& operator=(registration&& other) noexcept {
     if (this != &other) {
       reset();

@@ -1605,7 +1605,9 @@ inline allocator_table& allocators() noexcept { return process_wide<allocator_ta
 /// every buffer it made.
 class registration {
  public:
+  /// Takes over `other`'s registration; `other` holds none after.
   registration(registration&& other) noexcept : slot_(other.slot_), id_(other.id_) { other.id_ = none; }
+  /// Unregisters this one's, then takes over `other`'s.
   registration& operator=(registration&& other) noexcept {
     if (this != &other) {
       reset();
@@ -3300,9 +3302,15 @@ inline bool is_out_of_memory(const error& e) noexcept {
 
 /// What a caching_pool holds and has done (a snapshot).
 struct caching_statistics {
-  std::size_t bytes_in_use = 0, blocks_in_use = 0, peak_bytes_in_use = 0;  ///< handed out, by size class
-  std::size_t bytes_cached = 0, blocks_cached = 0;  ///< freed into the pool, not yet given back upstream
-  std::size_t reused = 0, reused_across_streams = 0, upstream_allocations = 0, out_of_memory_retries = 0;
+  std::size_t bytes_in_use = 0;           ///< bytes handed out and not yet freed (by size class)
+  std::size_t blocks_in_use = 0;          ///< blocks handed out and not yet freed
+  std::size_t peak_bytes_in_use = 0;      ///< the most bytes_in_use has been
+  std::size_t bytes_cached = 0;           ///< bytes freed into the pool, not yet given back upstream
+  std::size_t blocks_cached = 0;          ///< blocks freed into the pool, not yet given back upstream
+  std::size_t reused = 0;                 ///< allocations served from the cache
+  std::size_t reused_across_streams = 0;  ///< of those, blocks freed on another stream
+  std::size_t upstream_allocations = 0;   ///< allocations the upstream served
+  std::size_t out_of_memory_retries = 0;  ///< times the cache was given back after out-of-memory
 };
 
 /// Caches blocks of `Upstream` (any resource) in free lists per (stream, size class: four per power of two from 256
@@ -3317,6 +3325,7 @@ class caching_pool {
   using kind = typename Upstream::kind;  ///< the upstream's kind
   static constexpr std::size_t block_alignment = 256;  ///< every block is this aligned (CUDA's guarantee)
 
+  /// A pool over `upstream`, which must outlive it; `order` is how streams are told apart and ordered (CUDA events).
   explicit caching_pool(Upstream& upstream, StreamOrder order = {}) noexcept
       : upstream_(upstream), order_(std::move(order)) {}
   caching_pool(const caching_pool&) = delete;
@@ -3500,7 +3509,9 @@ static_assert(memory_resource_for<caching_pool<device_pool_resource>, device>);
 
 /// Bytes and blocks outstanding through an upstream resource, and the peak. Lock-free; thread-safe.
 struct allocation_statistics {
-  std::size_t bytes_outstanding = 0, blocks_outstanding = 0, peak_bytes = 0;  ///< a snapshot
+  std::size_t bytes_outstanding = 0;   ///< bytes allocated and not yet freed (as asked)
+  std::size_t blocks_outstanding = 0;  ///< blocks allocated and not yet freed
+  std::size_t peak_bytes = 0;          ///< the most bytes_outstanding has been
 };
 
 /// Counts what goes through `Upstream`: bytes (as asked) and blocks outstanding, and the peak of bytes. Adds nothing
@@ -3509,6 +3520,7 @@ template <class Upstream>
 class statistics_adaptor {
  public:
   using kind = typename Upstream::kind;  ///< the upstream's kind
+  /// Counts what goes through `upstream`, which must outlive it.
   explicit statistics_adaptor(Upstream& upstream) noexcept : upstream_(upstream) {}
   /// As the upstream's; zero bytes: null, counted as nothing.
   [[nodiscard]] result<void*> allocate(stream_ref s, std::size_t bytes, std::size_t alignment) noexcept {
@@ -3546,6 +3558,7 @@ template <class Upstream>
 class limit_adaptor {
  public:
   using kind = typename Upstream::kind;  ///< the upstream's kind
+  /// Allows at most `budget_bytes` outstanding through `upstream`, which must outlive it.
   limit_adaptor(Upstream& upstream, std::size_t budget_bytes) noexcept : upstream_(upstream), budget_(budget_bytes) {}
   /// As the upstream's, within the budget; zero bytes: null. Errors: out_of_memory (over budget); the upstream's.
   [[nodiscard]] result<void*> allocate(stream_ref s, std::size_t bytes, std::size_t alignment) noexcept {
