@@ -4,6 +4,7 @@
 /// with its device current, in its stream's order.
 #pragma once
 
+#include <cudamem/registry.hpp>
 #include <cudamem/resource.hpp>
 #include <cudamem/span.hpp>
 
@@ -47,12 +48,13 @@ class buffer {
   {
     return make(count, id, stream_ref(), default_resource<Kind>());
   }
-  /// `count` elements ordered on `s`, on its device. Device memory: the stream-ordered pool; does not synchronize,
-  /// can be captured, usable on `s`. Other kinds allocate synchronously and record `s` for the free. Errors: as
-  /// allocate(count); invalid_argument (moved-from stream); capture_active (a capturing raw handle of unknown
-  /// device: see stream_ref::from_native_handle).
+  /// `count` elements ordered on `s`, on its device. Device memory: the allocator registered on `s`
+  /// (register_allocator), else the stream-ordered pool; does not synchronize, can be captured, usable on `s`. Other
+  /// kinds allocate synchronously and record `s` for the free. Errors: as allocate(count); invalid_argument (moved-from
+  /// stream); capture_active (a capturing raw handle of unknown device: see stream_ref::from_native_handle).
   [[nodiscard]] static result<buffer> allocate(std::size_t count, stream_ref s) noexcept {
-    return allocate(count, s, default_resource<Kind>(true));
+    if constexpr (std::is_same_v<Kind, cudamem::device>) return allocate(count, s, allocator_for(s));
+    else return allocate(count, s, default_resource<Kind>(true));
   }
   /// As allocate(count, s), from `resource`. Errors: also whatever the resource reports.
   [[nodiscard]] static result<buffer> allocate(std::size_t count, stream_ref s, resource_ref<Kind> resource) noexcept {

@@ -14,7 +14,9 @@
 #include <cudamem/kind.hpp>
 #include <cudamem/peer.hpp>
 #include <cudamem/pitched.hpp>
+#include <cudamem/pool.hpp>
 #include <cudamem/ptr.hpp>
+#include <cudamem/registry.hpp>
 #include <cudamem/resource.hpp>
 #include <cudamem/span.hpp>
 #include <cudamem/stream.hpp>

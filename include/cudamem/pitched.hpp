@@ -233,11 +233,13 @@ class pitched_buffer {
   {
     return make(width, height, id, false, [&](std::size_t count) { return storage::allocate(count, id); });
   }
-  /// Rows ordered on `s`, on its device. Device memory: the stream-ordered pool, rows padded to the device's
+  /// Rows ordered on `s`, on its device. Device memory: the allocator registered on `s` (register_allocator), else
+  /// the stream-ordered pool, rows padded to the device's
   /// cudaDevAttrTexturePitchAlignment; does not synchronize, can be captured. Other kinds as allocate(width,
   /// height), freed on `s`. Errors: as buffer::allocate(count, s).
   [[nodiscard]] static result<pitched_buffer> allocate(std::size_t width, std::size_t height, stream_ref s) noexcept {
-    return allocate(width, height, s, default_resource<Kind>(true));
+    if constexpr (std::is_same_v<Kind, cudamem::device>) return allocate(width, height, s, allocator_for(s));
+    else return allocate(width, height, s, default_resource<Kind>(true));
   }
   /// As allocate(width, height, s), from `resource`. Errors: also whatever the resource reports.
   [[nodiscard]] static result<pitched_buffer> allocate(std::size_t width, std::size_t height, stream_ref s,

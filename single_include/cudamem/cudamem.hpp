@@ -38,6 +38,44 @@
 /// with its device current, in its stream's order.
 
 /// \file
+/// Per-stream allocator registration (ACL's aclrtAllocatorRegister, as RAII): `buffer<T, device>::allocate(n, s)`
+/// and `pitched_buffer`'s stream form take their memory from the resource registered on `s`.
+///
+///     result<registration> register_allocator(stream_ref s, resource_ref<device> r)   unregisters when it goes
+///     resource_ref<device> allocator_for(stream_ref s)      the registered one, else default_resource<device>(true)
+///
+/// The registry is keyed on cudaStreamGetId, which never repeats in a process, so a stream created later at a
+/// destroyed stream's address does not inherit its registration (during a capture, where CUDA gives no id, the handle
+/// decides). The default streams (legacy, per-thread) are shared
+/// by every caller on a device and cannot be registered. One registry per process, also across shared libraries.
+
+// cudamem: process-wide state (the release handler, registries), one per process even when several shared
+// libraries include cudamem with -fvisibility=hidden, where a function-local static would be one per library.
+// process_wide has default visibility, so the dynamic linker binds every library to one definition (a unique
+// global symbol); the state type must be CUDAMEM_DETAIL_PROCESS_WIDE too, as a template instantiated with a
+// hidden type is hidden. tests/shared_state checks each state. Internal.
+
+#include <new>
+#include <type_traits>
+
+#if defined(__GNUC__) || defined(__clang__)
+#define CUDAMEM_DETAIL_PROCESS_WIDE __attribute__((visibility("default")))
+#else
+#define CUDAMEM_DETAIL_PROCESS_WIDE
+#endif
+
+namespace cudamem::detail {
+/// The one `State` of the process, value-initialized on first use (thread-safe) and never destroyed (static
+/// objects of any library may use it during exit); its layout must agree between the libraries that share it.
+template <class State>
+CUDAMEM_DETAIL_PROCESS_WIDE State& process_wide() noexcept {
+  static_assert(std::is_nothrow_default_constructible_v<State>, "process-wide state must be nothrow-constructible");
+  alignas(State) static unsigned char storage[sizeof(State)];
+  static State* const instance = ::new (static_cast<void*>(storage)) State();
+  return *instance;
+}
+}  // namespace cudamem::detail
+/// \file
 /// Memory resources: where a buffer's memory comes from and goes back to, one per kind, with the stream-first
 /// interface that CCCL's cuda::mr and RMM settled on; `resource_ref<K>` is the type-erased handle a buffer keeps.
 
@@ -222,32 +260,6 @@ class unique_handle {
 /// Errors and results: every fallible call returns `result<T>` (a subset of std::expected<T, error>) or `status`
 /// (`result<void>`); nothing throws. Also check_launch, the release handler and CUDAMEM_TRY.
 
-// cudamem: process-wide state (the release handler, registries), one per process even when several shared
-// libraries include cudamem with -fvisibility=hidden, where a function-local static would be one per library.
-// process_wide has default visibility, so the dynamic linker binds every library to one definition (a unique
-// global symbol); the state type must be CUDAMEM_DETAIL_PROCESS_WIDE too, as a template instantiated with a
-// hidden type is hidden. tests/shared_state checks each state. Internal.
-
-#include <new>
-#include <type_traits>
-
-#if defined(__GNUC__) || defined(__clang__)
-#define CUDAMEM_DETAIL_PROCESS_WIDE __attribute__((visibility("default")))
-#else
-#define CUDAMEM_DETAIL_PROCESS_WIDE
-#endif
-
-namespace cudamem::detail {
-/// The one `State` of the process, value-initialized on first use (thread-safe) and never destroyed (static
-/// objects of any library may use it during exit); its layout must agree between the libraries that share it.
-template <class State>
-CUDAMEM_DETAIL_PROCESS_WIDE State& process_wide() noexcept {
-  static_assert(std::is_nothrow_default_constructible_v<State>, "process-wide state must be nothrow-constructible");
-  alignas(State) static unsigned char storage[sizeof(State)];
-  static State* const instance = ::new (static_cast<void*>(storage)) State();
-  return *instance;
-}
-}  // namespace cudamem::detail
 
 #include <cstdarg>
 #include <cstddef>
@@ -1465,6 +1477,212 @@ template <memory_kind K>
 }
 
 }  // namespace cudamem
+
+#include <atomic>
+#include <cstdint>
+#include <cstring>
+#include <mutex>
+
+namespace cudamem {
+namespace detail {
+
+/// A fixed table of (stream id, stream handle, resource) slots. Writers (register, unregister) take the mutex;
+/// readers take no lock: each slot is a seqlock (an odd version while a writer changes it), so a lookup is a scan of
+/// atomics. Readers match the handle (no CUDA call for a stream that has no slot) and the caller confirms the id.
+/// Ids and handles are opaque integers here, which lets the host tests drive it with made-up ones.
+struct CUDAMEM_DETAIL_PROCESS_WIDE allocator_table {
+  static constexpr std::size_t capacity = 256;  ///< streams registered at once
+  static constexpr std::uint64_t no_stream = ~std::uint64_t{0};
+  struct slot {
+    std::atomic<std::uint32_t> version{0};
+    std::atomic<std::uint64_t> stream_id{no_stream};
+    std::atomic<std::uintptr_t> handle{0};     // 0: none (free, or its stream is known to be gone)
+    std::atomic<std::uintptr_t> words[2]{};  // the resource_ref's two pointers
+  };
+  /// What a lookup finds: the resource and the id of the stream it was registered for.
+  struct entry {
+    resource_ref<device> resource;
+    std::uint64_t stream_id;
+  };
+
+  /// Registers `r` for stream `id` at `handle`; returns the slot index. A slot that holds `handle` under another id
+  /// belongs to a destroyed stream whose handle came back: it no longer answers for the handle. Errors:
+  /// invalid_argument (already registered); not_supported (the table is full).
+  result<std::size_t> insert(std::uint64_t id, std::uintptr_t handle, resource_ref<device> r) noexcept {
+    const std::lock_guard<std::mutex> lock(mutex);
+    const std::size_t used = high_water.load(std::memory_order_relaxed);
+    std::size_t free_slot = capacity;
+    for (std::size_t i = 0; i < used; ++i) {
+      const std::uint64_t held = slots[i].stream_id.load(std::memory_order_relaxed);
+      if (held == id)
+        return error(errc::invalid_argument, "register_allocator",
+                     "the stream already has a registered allocator; drop that registration first");
+      if (held == no_stream && free_slot == capacity) free_slot = i;
+      if (held != no_stream && slots[i].handle.load(std::memory_order_relaxed) == handle) {
+        const std::uintptr_t kept[2] = {slots[i].words[0].load(std::memory_order_relaxed),
+                                        slots[i].words[1].load(std::memory_order_relaxed)};
+        write(slots[i], held, 0, kept);
+      }
+    }
+    if (free_slot == capacity) {
+      if (used == capacity)
+        return error(errc::not_supported, "register_allocator", "at most %zu streams can have a registered allocator",
+                     capacity);
+      free_slot = used;
+      high_water.store(used + 1, std::memory_order_release);
+    }
+    std::uintptr_t words[2];
+    static_assert(sizeof words == sizeof r && std::is_trivially_copyable_v<resource_ref<device>>);
+    std::memcpy(words, &r, sizeof words);
+    write(slots[free_slot], id, handle, words);
+    count.fetch_add(1, std::memory_order_release);
+    return free_slot;
+  }
+  /// Frees slot `index` if it still holds `id`.
+  void erase(std::size_t index, std::uint64_t id) noexcept {
+    const std::lock_guard<std::mutex> lock(mutex);
+    if (slots[index].stream_id.load(std::memory_order_relaxed) != id) return;
+    const std::uintptr_t none[2] = {0, 0};
+    write(slots[index], no_stream, 0, none);
+    count.fetch_sub(1, std::memory_order_release);
+  }
+  /// The entry registered at `handle`, copied into `out`; false when there is none. Lock-free.
+  bool find(std::uintptr_t handle, entry& out) const noexcept {
+    const std::size_t used = high_water.load(std::memory_order_acquire);
+    for (std::size_t i = 0; i < used; ++i) {
+      const slot& s = slots[i];
+      for (;;) {
+        const std::uint32_t before = s.version.load(std::memory_order_acquire);
+        if (before & 1u) continue;  // a writer is inside
+        if (s.handle.load(std::memory_order_acquire) != handle) break;
+        // Acquire loads of the data keep the second version read after them (no fences: ThreadSanitizer checks
+        // this code, and it does not model them).
+        const std::uintptr_t words[2] = {s.words[0].load(std::memory_order_acquire),
+                                         s.words[1].load(std::memory_order_acquire)};
+        const std::uint64_t id = s.stream_id.load(std::memory_order_acquire);
+        if (s.version.load(std::memory_order_relaxed) != before) continue;
+        std::memcpy(static_cast<void*>(&out.resource), words, sizeof words);
+        out.stream_id = id;
+        return true;
+      }
+    }
+    return false;
+  }
+  /// Whether nothing is registered: the lookup's fast path, no CUDA call.
+  bool empty() const noexcept { return count.load(std::memory_order_acquire) == 0; }
+
+  std::mutex mutex;
+  std::atomic<std::size_t> high_water{0};
+  std::atomic<std::size_t> count{0};
+  slot slots[capacity];
+
+ private:
+  static void write(slot& s, std::uint64_t id, std::uintptr_t handle, const std::uintptr_t (&words)[2]) noexcept {
+    // Odd while it changes; release stores of the data, so a reader that sees new data sees the odd version too.
+    s.version.fetch_add(1, std::memory_order_relaxed);
+    s.words[0].store(words[0], std::memory_order_release);
+    s.words[1].store(words[1], std::memory_order_release);
+    s.stream_id.store(id, std::memory_order_release);
+    s.handle.store(handle, std::memory_order_release);
+    s.version.fetch_add(1, std::memory_order_release);
+  }
+};
+
+/// cudaStreamGetId: unique for the life of the process. CUDA refuses it on a capturing stream, so callers check the
+/// capture status first (cudaStreamIsCapturing, which is legal in every capture mode).
+inline result<std::uint64_t> stream_id(stream_ref s, const char* api) noexcept {
+  if (!s.valid()) return handle_moved_from(api, "stream");
+  unsigned long long id = 0;
+  CUDAMEM_TRY(check(cudaStreamGetId(s.get(), &id), api, "cudaStreamGetId"));
+  return static_cast<std::uint64_t>(id);
+}
+inline std::uintptr_t handle_key(stream_ref s) noexcept { return reinterpret_cast<std::uintptr_t>(s.get()); }
+inline allocator_table& allocators() noexcept { return process_wide<allocator_table>(); }
+}  // namespace detail
+
+/// A registration of a device resource on a stream (move-only); its destruction unregisters it. Buffers allocated
+/// through it keep their own resource_ref and stay valid after it goes; the resource object itself must outlive
+/// every buffer it made.
+class registration {
+ public:
+  /// Takes over `other`'s registration; `other` holds none after.
+  registration(registration&& other) noexcept : slot_(other.slot_), id_(other.id_) { other.id_ = none; }
+  /// Unregisters this one's, then takes over `other`'s.
+  registration& operator=(registration&& other) noexcept {
+    if (this != &other) {
+      reset();
+      slot_ = other.slot_;
+      id_ = other.id_;
+      other.id_ = none;
+    }
+    return *this;
+  }
+  registration(const registration&) = delete;
+  registration& operator=(const registration&) = delete;
+  ~registration() { reset(); }
+  /// Unregisters now (nothing after a move or an earlier reset). Does not synchronize.
+  void reset() noexcept {
+    if (id_ != none) detail::allocators().erase(slot_, id_);
+    id_ = none;
+  }
+  /// Whether it still holds a registration.
+  [[nodiscard]] bool active() const noexcept { return id_ != none; }
+
+ private:
+  friend result<registration> register_allocator(stream_ref, resource_ref<device>) noexcept;
+  static constexpr std::uint64_t none = detail::allocator_table::no_stream;
+  registration(std::size_t slot, std::uint64_t id) noexcept : slot_(slot), id_(id) {}
+  std::size_t slot_ = 0;
+  std::uint64_t id_ = none;
+};
+
+/// Makes `r` the allocator of `s` until the returned registration goes. Does not synchronize. Errors:
+/// invalid_argument (a moved-from stream; a default stream, which every caller on the device shares; a stream that
+/// already has one); capture_active (`s` is capturing: CUDA does not name a capturing stream's id; register before
+/// the capture begins); not_supported (256 streams registered at once); CUDA errors.
+[[nodiscard]] inline result<registration> register_allocator(stream_ref s, resource_ref<device> r) noexcept {
+  constexpr const char* api = "register_allocator";
+  if (!s.valid()) return detail::handle_moved_from(api, "stream");
+  if (detail::is_default_stream(s.get()))
+    return error(errc::invalid_argument, api,
+                 "a default stream (legacy or per-thread) is shared by every caller on the device and cannot have an "
+                 "allocator of its own; create a stream");
+  CUDAMEM_TRY(detail::refuse_capture(s.get(), api,
+                                     "CUDA does not name a capturing stream's id; register the allocator before the "
+                                     "capture begins"));
+  auto id = detail::stream_id(s, api);
+  if (!id) return id.error();
+  auto slot = detail::allocators().insert(*id, detail::handle_key(s), r);
+  if (!slot) return slot.error();
+  return registration(*slot, *id);
+}
+
+/// The resource registered on `s`, else default_resource<device>(true) (the stream-ordered pool). Does not
+/// synchronize. No CUDA call while nothing is registered, for a default stream, or for a stream with no registration
+/// at its handle; else cudaStreamIsCapturing and cudaStreamGetId, whose id must match the registration's, so a stream
+/// created at a destroyed stream's handle gets the default. During a capture CUDA gives no id and the handle decides:
+/// drop a registration before destroying its stream. A moved-from stream or a failed query gives the default, whose
+/// allocate then reports the problem.
+[[nodiscard]] inline resource_ref<device> allocator_for(stream_ref s) noexcept {
+  const resource_ref<device> fallback = default_resource<device>(true);
+  const detail::allocator_table& table = detail::allocators();
+  if (table.empty() || !s.valid() || detail::is_default_stream(s.get())) return fallback;
+  detail::allocator_table::entry found{fallback, 0};
+  if (!table.find(detail::handle_key(s), found)) return fallback;
+  const cudaError_t earlier = cudaPeekAtLastError();
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  unsigned long long id = 0;
+  cudaError_t code = cudaStreamIsCapturing(s.get(), &capture);
+  if (code == cudaSuccess && capture != cudaStreamCaptureStatusNone) return found.resource;
+  if (code == cudaSuccess) code = cudaStreamGetId(s.get(), &id);
+  if (code != cudaSuccess) {
+    if (earlier == cudaSuccess && !error::is_sticky_status(code)) (void)cudaGetLastError();  // ours, not the user's
+    return fallback;
+  }
+  return id == found.stream_id ? found.resource : fallback;
+}
+
+}  // namespace cudamem
 /// \file
 /// `span<T, Kind>`: a typed pointer and a count, the 1D view passed to copies and kernels.
 
@@ -1784,12 +2002,13 @@ class buffer {
   {
     return make(count, id, stream_ref(), default_resource<Kind>());
   }
-  /// `count` elements ordered on `s`, on its device. Device memory: the stream-ordered pool; does not synchronize,
-  /// can be captured, usable on `s`. Other kinds allocate synchronously and record `s` for the free. Errors: as
-  /// allocate(count); invalid_argument (moved-from stream); capture_active (a capturing raw handle of unknown
-  /// device: see stream_ref::from_native_handle).
+  /// `count` elements ordered on `s`, on its device. Device memory: the allocator registered on `s`
+  /// (register_allocator), else the stream-ordered pool; does not synchronize, can be captured, usable on `s`. Other
+  /// kinds allocate synchronously and record `s` for the free. Errors: as allocate(count); invalid_argument (moved-from
+  /// stream); capture_active (a capturing raw handle of unknown device: see stream_ref::from_native_handle).
   [[nodiscard]] static result<buffer> allocate(std::size_t count, stream_ref s) noexcept {
-    return allocate(count, s, default_resource<Kind>(true));
+    if constexpr (std::is_same_v<Kind, cudamem::device>) return allocate(count, s, allocator_for(s));
+    else return allocate(count, s, default_resource<Kind>(true));
   }
   /// As allocate(count, s), from `resource`. Errors: also whatever the resource reports.
   [[nodiscard]] static result<buffer> allocate(std::size_t count, stream_ref s, resource_ref<Kind> resource) noexcept {
@@ -3152,11 +3371,13 @@ class pitched_buffer {
   {
     return make(width, height, id, false, [&](std::size_t count) { return storage::allocate(count, id); });
   }
-  /// Rows ordered on `s`, on its device. Device memory: the stream-ordered pool, rows padded to the device's
+  /// Rows ordered on `s`, on its device. Device memory: the allocator registered on `s` (register_allocator), else
+  /// the stream-ordered pool, rows padded to the device's
   /// cudaDevAttrTexturePitchAlignment; does not synchronize, can be captured. Other kinds as allocate(width,
   /// height), freed on `s`. Errors: as buffer::allocate(count, s).
   [[nodiscard]] static result<pitched_buffer> allocate(std::size_t width, std::size_t height, stream_ref s) noexcept {
-    return allocate(width, height, s, default_resource<Kind>(true));
+    if constexpr (std::is_same_v<Kind, cudamem::device>) return allocate(width, height, s, allocator_for(s));
+    else return allocate(width, height, s, default_resource<Kind>(true));
   }
   /// As allocate(width, height, s), from `resource`. Errors: also whatever the resource reports.
   [[nodiscard]] static result<pitched_buffer> allocate(std::size_t width, std::size_t height, stream_ref s,
@@ -3279,5 +3500,419 @@ template <class T, memory_kind DK, class U, memory_kind SK>
   detail::check_stream_ordered<ptr<T, DK>, ptr<U, SK>>();
   return detail::copy_rows(dst, dpitch, src, spitch, width_bytes, height, &s);
 }
+
+}  // namespace cudamem
+/// \file
+/// Pools and adaptors over the memory resources of resource.hpp, and per-stream registration (registry.hpp).
+///
+///     status set_pool_release_threshold(device_id, bytes = unlimited)   keep cudaMallocAsync's memory across syncs
+///     caching_pool<Upstream>            free lists per (stream, size class); reuse across streams after an event
+///       trim(), release(), statistics()
+///     statistics_adaptor<Upstream>      bytes and blocks outstanding, peak
+///     limit_adaptor<Upstream>           a byte budget; over it: errc::out_of_memory naming the budget
+///
+/// Each holds its upstream by reference: the upstream must outlive it. Every resource here takes zero bytes as "no
+/// allocation": allocate returns null, deallocate accepts null. See docs/allocators.md.
+
+// cudamem: what a caching pool needs to know about streams, behind one small interface so that the caching logic
+// can be tested without a GPU (tests/host/pool.cpp drives it with made-up streams). Internal.
+
+
+#include <bit>
+#include <cstdint>
+#include <optional>
+
+namespace cudamem::detail {
+
+/// A stream as a pool keys it: cudaStreamGetId (never reused in a process) and its device.
+struct stream_key {
+  std::uint64_t id;
+  int device;
+};
+
+/// A size class: four per power of two from 256 bytes, so a cached block is at most 25% larger than asked for.
+struct size_class {
+  std::size_t index;
+  std::size_t bytes;
+};
+/// The class of a request of `bytes` (> 0). Errors: size_overflow above 2^62 bytes, which no device has.
+inline result<size_class> class_of(std::size_t bytes, const char* api) noexcept {
+  if (bytes <= 256) return size_class{0, 256};
+  if (bytes > (std::size_t{1} << 62))
+    return error(errc::size_overflow, api, "%zu bytes is larger than any device's memory", bytes);
+  const int log2_ceiling = std::bit_width(bytes - 1);  // 2^(log2_ceiling - 1) < bytes <= 2^log2_ceiling
+  const std::size_t base = std::size_t{1} << (log2_ceiling - 1), step = base / 4;
+  const std::size_t steps = (bytes - base + step - 1) / step;  // 1 to 4
+  return size_class{static_cast<std::size_t>(log2_ceiling - 9) * 4 + steps, base + steps * step};
+}
+
+/// Stream ordering through CUDA: one event per stream, recorded at every free into the pool; a block freed on one
+/// stream goes to another once cudaEventQuery says that record is done.
+struct cuda_stream_order {
+  using marker = cudaEvent_t;  ///< null until the stream's first free
+
+  /// The stream's key. Errors: invalid_argument (moved from); capture_active (a pool must not hand blocks to or take
+  /// them from a graph capture: a replay would use them behind the pool's back); CUDA errors.
+  result<stream_key> identify(stream_ref s, const char* api) const noexcept {
+    if (!s.valid()) return handle_moved_from(api, "stream");
+    CUDAMEM_TRY(refuse_capture(s.get(), api,
+                               "a caching pool cannot serve a stream that is being captured (a graph replay would "
+                               "reuse its blocks behind the pool's back); register device_pool_resource there"));
+    auto where = s.device();
+    if (!where) return where.error().with_api(api);
+    auto id = stream_id(s, api);
+    if (!id) return id.error();
+    return stream_key{*id, where->get()};
+  }
+  /// Records `m` (created on first use, on `device`) on `s`: it completes once the work queued so far is done.
+  status mark(marker& m, int device, stream_ref s) const noexcept {
+    constexpr const char* api = "caching_pool::deallocate";
+    if (m == nullptr) {
+      auto guard = device_guard::set(device_id(device));
+      if (!guard) return guard.error().with_api(api);
+      CUDAMEM_TRY(check(cudaEventCreateWithFlags(&m, cudaEventDisableTiming), api, "cudaEventCreateWithFlags"));
+    }
+    return check(cudaEventRecord(m, s.get()), api, "cudaEventRecord");
+  }
+  /// Whether the last record of `m` is done; an error counts as not done (the block stays where it is).
+  bool passed(marker m) const noexcept {
+    auto done = query_result(cudaEventQuery(m), "caching_pool", "cudaEventQuery");
+    return done && *done;
+  }
+  /// Blocks until the last record of `m` is done.
+  void wait(marker m) const noexcept { check_release(cudaEventSynchronize(m), "cudaEventSynchronize"); }
+  void destroy(marker m) const noexcept {
+    if (m != nullptr) check_release(cudaEventDestroy(m), "cudaEventDestroy");
+  }
+  /// Where idle blocks go back to the upstream: any stream will do once their work is done. The calling thread's
+  /// default stream, since it joins no one's capture; `device` is made current around it.
+  template <class Free>
+  void give_back(int device, Free&& free) const noexcept {
+    relaxed_capture_scope relaxed;
+    auto guard = device_guard::set(device_id(device));  // a failure leaves the current device: still free
+    free(stream_ref::per_thread());
+  }
+};
+
+}  // namespace cudamem::detail
+
+#include <atomic>
+#include <cstdint>
+#include <mutex>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+namespace cudamem {
+
+/// Sets cudaMemPoolAttrReleaseThreshold of device `id`'s default memory pool (the one device_pool_resource draws
+/// from): memory up to `bytes` stays in the pool when a stream synchronizes instead of going back to the driver, so
+/// the next cudaMallocAsync is cheap. Process-wide for that device; does not synchronize. Errors: out_of_range (no
+/// such device); not_supported (no memory pools); CUDA errors.
+[[nodiscard]] inline status set_pool_release_threshold(device_id id, std::uint64_t bytes = ~std::uint64_t{0}) noexcept {
+  constexpr const char* api = "set_pool_release_threshold";
+  auto pools = detail::cached_attribute<cudaDevAttrMemoryPoolsSupported>(id, api);
+  if (!pools) return pools.error();
+  if (*pools == 0) return error(errc::not_supported, api, "device %d has no stream-ordered memory pools", id.get());
+  cudaMemPool_t pool = nullptr;
+  CUDAMEM_TRY(detail::check(cudaDeviceGetDefaultMemPool(&pool, id.get()), api, "cudaDeviceGetDefaultMemPool"));
+  return detail::check(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &bytes), api,
+                       "cudaMemPoolSetAttribute");
+}
+
+namespace detail {
+inline bool is_out_of_memory(const error& e) noexcept {
+  return e.cuda_status() == cudaErrorMemoryAllocation || e.code() == errc::out_of_memory;
+}
+}  // namespace detail
+
+/// What a caching_pool holds and has done (a snapshot).
+struct caching_statistics {
+  std::size_t bytes_in_use = 0;           ///< bytes handed out and not yet freed (by size class)
+  std::size_t blocks_in_use = 0;          ///< blocks handed out and not yet freed
+  std::size_t peak_bytes_in_use = 0;      ///< the most bytes_in_use has been
+  std::size_t bytes_cached = 0;           ///< bytes freed into the pool, not yet given back upstream
+  std::size_t blocks_cached = 0;          ///< blocks freed into the pool, not yet given back upstream
+  std::size_t reused = 0;                 ///< allocations served from the cache
+  std::size_t reused_across_streams = 0;  ///< of those, blocks freed on another stream
+  std::size_t upstream_allocations = 0;   ///< allocations the upstream served
+  std::size_t out_of_memory_retries = 0;  ///< times the cache was given back after out-of-memory
+};
+
+/// Caches blocks of `Upstream` (any resource) in free lists per (stream, size class: four per power of two from 256
+/// bytes). A block freed on stream A is reused on A at once (stream order makes that safe) and on another stream B
+/// of A's device only after an event recorded on A at the free has completed (cudaEventQuery: B never waits for A,
+/// and A's busy blocks are passed over). On out-of-memory it waits for and gives back every cached block, then
+/// retries once. Thread-safe (one mutex). Refuses a capturing stream (capture_active): register device_pool_resource
+/// on streams you capture. Blocks still in use when it is destroyed are lost to it; it must outlive its buffers.
+template <class Upstream, class StreamOrder = detail::cuda_stream_order>
+class caching_pool {
+ public:
+  using kind = typename Upstream::kind;  ///< the upstream's kind
+  static constexpr std::size_t block_alignment = 256;  ///< every block is this aligned (CUDA's guarantee)
+
+  /// A pool over `upstream`, which must outlive it; `order` is how streams are told apart and ordered (CUDA events).
+  explicit caching_pool(Upstream& upstream, StreamOrder order = {}) noexcept
+      : upstream_(upstream), order_(std::move(order)) {}
+  caching_pool(const caching_pool&) = delete;
+  caching_pool& operator=(const caching_pool&) = delete;
+  ~caching_pool() { release(); }  ///< Gives every cached block back (waits for their streams).
+
+  /// A block of at least `bytes` usable on `s` in its order; does not synchronize. Errors: invalid_argument
+  /// (alignment not a power of two); not_supported (alignment > 256); size_overflow; capture_active; the upstream's
+  /// (out of memory: after giving back the cache and retrying once).
+  [[nodiscard]] result<void*> allocate(stream_ref s, std::size_t bytes, std::size_t alignment) noexcept {
+    constexpr const char* api = "caching_pool::allocate";
+    CUDAMEM_TRY(detail::check_alignment(alignment, api));
+    if (bytes == 0) return nullptr;
+    auto cls = detail::class_of(bytes, api);
+    if (!cls) return cls.error();
+    auto key = order_.identify(s, api);
+    if (!key) return key.error();
+    {
+      const std::lock_guard<std::mutex> lock(mutex_);
+      if (void* cached = take_cached(state_of(*key), *cls)) return cached;
+    }
+    auto fresh = upstream_.allocate(s, cls->bytes, block_alignment);
+    if (!fresh && detail::is_out_of_memory(fresh.error())) {
+      release();
+      count([](caching_statistics& st) { ++st.out_of_memory_retries; });
+      fresh = upstream_.allocate(s, cls->bytes, block_alignment);
+    }
+    if (!fresh) return fresh.error();
+    count([&](caching_statistics& st) {
+      ++st.upstream_allocations;
+      hand_out(st, cls->bytes);
+    });
+    return *fresh;
+  }
+  /// Takes a block back into the cache for `s` (the stream its last use was queued on); does not synchronize. A
+  /// stream the pool cannot use (capturing, moved from) gets it straight back to the upstream, and the release
+  /// handler hears why.
+  void deallocate(stream_ref s, void* p, std::size_t bytes, std::size_t) noexcept {
+    if (p == nullptr) return;
+    constexpr const char* api = "caching_pool::deallocate";
+    const detail::size_class cls = detail::class_of(bytes, api).value_or(detail::size_class{0, bytes});
+    auto key = order_.identify(s, api);
+    status marked = key ? status() : status(key.error());
+    if (key) {
+      const std::lock_guard<std::mutex> lock(mutex_);
+      const std::size_t index = state_of(*key);
+      stream_state& st = streams_[index];
+      marked = order_.mark(st.event, st.device, s);
+      if (marked) {
+        lists_[list_key(index, cls)].push_back(block{p, cls.bytes, ++st.recorded});
+        stats_.bytes_cached += cls.bytes;
+        ++stats_.blocks_cached;
+        take_back(stats_, cls.bytes);
+        return;
+      }
+    }
+    report_release_failure(marked.error());
+    upstream_.deallocate(s, p, cls.bytes, block_alignment);
+    count([&](caching_statistics& st) { take_back(st, cls.bytes); });
+  }
+
+  /// Gives the upstream every cached block whose stream has finished with it; does not wait.
+  void trim() noexcept { give_back(false); }
+  /// Waits for the streams of all cached blocks, then gives every one to the upstream; synchronizes (per event).
+  void release() noexcept { give_back(true); }
+  /// A snapshot of the counters.
+  [[nodiscard]] caching_statistics statistics() const noexcept {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    return stats_;
+  }
+
+ private:
+  using marker = typename StreamOrder::marker;
+  struct stream_state {
+    detail::stream_key key;
+    int device;
+    marker event{};
+    std::uint64_t recorded = 0, passed = 0;  // frees marked so far; frees known done
+  };
+  struct block {
+    void* address;
+    std::size_t bytes;
+    std::uint64_t mark;  // the stream's free count when it came back
+  };
+  // Free lists are keyed on (stream index, size class index).
+  static std::uint64_t list_key(std::size_t stream_index, detail::size_class cls) noexcept {
+    return (std::uint64_t{stream_index} << 16) | cls.index;
+  }
+  static void hand_out(caching_statistics& st, std::size_t bytes) noexcept {
+    st.bytes_in_use += bytes;
+    ++st.blocks_in_use;
+    if (st.bytes_in_use > st.peak_bytes_in_use) st.peak_bytes_in_use = st.bytes_in_use;
+  }
+  static void take_back(caching_statistics& st, std::size_t bytes) noexcept {
+    st.bytes_in_use -= bytes;
+    --st.blocks_in_use;
+  }
+  template <class Update>
+  void count(Update&& update) noexcept {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    update(stats_);
+  }
+
+  // The index of the stream's state, added on first sight. Under the mutex.
+  std::size_t state_of(detail::stream_key key) {
+    for (std::size_t i = 0; i < streams_.size(); ++i)
+      if (streams_[i].key.id == key.id && streams_[i].device == key.device) return i;
+    streams_.push_back(stream_state{key, key.device});
+    return streams_.size() - 1;
+  }
+  // Whether the free that cached `b` on stream `owner` is known to be done, asking the event at most once.
+  bool is_done(stream_state& owner, const block& b) noexcept {
+    if (b.mark <= owner.passed) return true;
+    if (owner.recorded > owner.passed && order_.passed(owner.event)) owner.passed = owner.recorded;
+    return b.mark <= owner.passed;
+  }
+  // A cached block of class `cls` for stream `me`: its own newest, else the oldest finished one of a stream of the
+  // same device. Under the mutex.
+  void* take_cached(std::size_t me, detail::size_class cls) noexcept {
+    auto take = [&](std::vector<block>& list, std::size_t at, bool across) {
+      void* address = list[at].address;
+      list.erase(list.begin() + static_cast<std::ptrdiff_t>(at));
+      stats_.bytes_cached -= cls.bytes;
+      --stats_.blocks_cached;
+      ++stats_.reused;
+      if (across) ++stats_.reused_across_streams;
+      hand_out(stats_, cls.bytes);
+      return address;
+    };
+    if (auto own = lists_.find(list_key(me, cls)); own != lists_.end() && !own->second.empty())
+      return take(own->second, own->second.size() - 1, false);
+    for (std::size_t other = 0; other < streams_.size(); ++other) {
+      if (other == me || streams_[other].device != streams_[me].device) continue;
+      auto list = lists_.find(list_key(other, cls));
+      if (list != lists_.end() && !list->second.empty() && is_done(streams_[other], list->second.front()))
+        return take(list->second, 0, true);
+    }
+    return nullptr;
+  }
+  // Moves the blocks to give back out of the lists (all, or the finished ones), then frees them outside the lock.
+  void give_back(bool wait) noexcept {
+    std::vector<std::pair<int, block>> leaving;
+    {
+      const std::lock_guard<std::mutex> lock(mutex_);
+      for (auto& [key, list] : lists_) {
+        if (list.empty()) continue;
+        stream_state& owner = streams_[static_cast<std::size_t>(key >> 16)];
+        if (wait && owner.recorded > owner.passed) {
+          order_.wait(owner.event);
+          owner.passed = owner.recorded;
+        }
+        std::size_t done = 0;
+        while (done < list.size() && is_done(owner, list[done])) ++done;
+        for (std::size_t i = 0; i < done; ++i) {
+          leaving.emplace_back(owner.device, list[i]);
+          stats_.bytes_cached -= list[i].bytes;
+          --stats_.blocks_cached;
+        }
+        list.erase(list.begin(), list.begin() + static_cast<std::ptrdiff_t>(done));
+      }
+      if (wait) forget_streams();
+    }
+    for (auto& [device, b] : leaving)
+      order_.give_back(device, [&](stream_ref s) { upstream_.deallocate(s, b.address, b.bytes, block_alignment); });
+  }
+  // After release(): no block is cached, so the per-stream state (one event each) can go.
+  void forget_streams() noexcept {
+    for (stream_state& st : streams_) order_.destroy(st.event);
+    streams_.clear();
+    lists_.clear();
+  }
+
+  Upstream& upstream_;
+  [[no_unique_address]] StreamOrder order_;
+  mutable std::mutex mutex_;
+  std::vector<stream_state> streams_;
+  std::unordered_map<std::uint64_t, std::vector<block>> lists_;
+  caching_statistics stats_;
+};
+static_assert(memory_resource_for<caching_pool<device_pool_resource>, device>);
+
+/// Bytes and blocks outstanding through an upstream resource, and the peak. Lock-free; thread-safe.
+struct allocation_statistics {
+  std::size_t bytes_outstanding = 0;   ///< bytes allocated and not yet freed (as asked)
+  std::size_t blocks_outstanding = 0;  ///< blocks allocated and not yet freed
+  std::size_t peak_bytes = 0;          ///< the most bytes_outstanding has been
+};
+
+/// Counts what goes through `Upstream`: bytes (as asked) and blocks outstanding, and the peak of bytes. Adds nothing
+/// else; errors are the upstream's.
+template <class Upstream>
+class statistics_adaptor {
+ public:
+  using kind = typename Upstream::kind;  ///< the upstream's kind
+  /// Counts what goes through `upstream`, which must outlive it.
+  explicit statistics_adaptor(Upstream& upstream) noexcept : upstream_(upstream) {}
+  /// As the upstream's; zero bytes: null, counted as nothing.
+  [[nodiscard]] result<void*> allocate(stream_ref s, std::size_t bytes, std::size_t alignment) noexcept {
+    if (bytes == 0) return nullptr;
+    auto got = upstream_.allocate(s, bytes, alignment);
+    if (!got) return got;
+    const std::size_t now = bytes_.fetch_add(bytes, std::memory_order_relaxed) + bytes;
+    blocks_.fetch_add(1, std::memory_order_relaxed);
+    std::size_t peak = peak_.load(std::memory_order_relaxed);
+    while (now > peak && !peak_.compare_exchange_weak(peak, now, std::memory_order_relaxed)) {}
+    return got;
+  }
+  /// As the upstream's; null does nothing.
+  void deallocate(stream_ref s, void* p, std::size_t bytes, std::size_t alignment) noexcept {
+    if (p == nullptr) return;
+    upstream_.deallocate(s, p, bytes, alignment);
+    bytes_.fetch_sub(bytes, std::memory_order_relaxed);
+    blocks_.fetch_sub(1, std::memory_order_relaxed);
+  }
+  /// A snapshot (each counter read on its own).
+  [[nodiscard]] allocation_statistics statistics() const noexcept {
+    return {bytes_.load(std::memory_order_relaxed), blocks_.load(std::memory_order_relaxed),
+            peak_.load(std::memory_order_relaxed)};
+  }
+
+ private:
+  Upstream& upstream_;
+  std::atomic<std::size_t> bytes_{0}, blocks_{0}, peak_{0};
+};
+static_assert(memory_resource_for<statistics_adaptor<device_pool_resource>, device>);
+
+/// Refuses an allocation that would take the bytes outstanding through `Upstream` past a budget, with
+/// errc::out_of_memory naming the budget; nothing is allocated then. Lock-free; thread-safe.
+template <class Upstream>
+class limit_adaptor {
+ public:
+  using kind = typename Upstream::kind;  ///< the upstream's kind
+  /// Allows at most `budget_bytes` outstanding through `upstream`, which must outlive it.
+  limit_adaptor(Upstream& upstream, std::size_t budget_bytes) noexcept : upstream_(upstream), budget_(budget_bytes) {}
+  /// As the upstream's, within the budget; zero bytes: null. Errors: out_of_memory (over budget); the upstream's.
+  [[nodiscard]] result<void*> allocate(stream_ref s, std::size_t bytes, std::size_t alignment) noexcept {
+    if (bytes == 0) return nullptr;
+    std::size_t used = used_.load(std::memory_order_relaxed);
+    do {
+      if (bytes > budget_ - used)
+        return error(errc::out_of_memory, "limit_adaptor::allocate",
+                     "%zu bytes would exceed the budget of %zu bytes (%zu in use)", bytes, budget_, used);
+    } while (!used_.compare_exchange_weak(used, used + bytes, std::memory_order_relaxed));
+    auto got = upstream_.allocate(s, bytes, alignment);
+    if (!got) used_.fetch_sub(bytes, std::memory_order_relaxed);
+    return got;
+  }
+  /// As the upstream's; null does nothing.
+  void deallocate(stream_ref s, void* p, std::size_t bytes, std::size_t alignment) noexcept {
+    if (p == nullptr) return;
+    upstream_.deallocate(s, p, bytes, alignment);
+    used_.fetch_sub(bytes, std::memory_order_relaxed);
+  }
+  [[nodiscard]] std::size_t budget() const noexcept { return budget_; }  ///< The budget in bytes.
+  [[nodiscard]] std::size_t used() const noexcept { return used_.load(std::memory_order_relaxed); }  ///< In use.
+
+ private:
+  Upstream& upstream_;
+  std::size_t budget_;
+  std::atomic<std::size_t> used_{0};
+};
+static_assert(memory_resource_for<limit_adaptor<device_pool_resource>, device>);
 
 }  // namespace cudamem

@@ -8,6 +8,10 @@ cudamem::release_handler library_b_set_release_handler(cudamem::release_handler 
 void library_b_report_release_failure() {
   cudamem::report_release_failure(cudamem::error(cudaErrorInvalidDevicePointer, nullptr, "cudaFreeAsync"));
 }
+bool library_b_has_allocator(std::uint64_t id) {
+  cudamem::detail::allocator_table::entry found{cudamem::default_resource<cudamem::device>(true), 0};
+  return cudamem::detail::allocators().find(0x5eed00, found) && found.stream_id == id;
+}
 int library_b_counter() { return cudamem::detail::process_wide<shared_state::counter>().value; }
 bool library_b_peer_held(int accessor, int owner) {
   return cudamem::detail::peer_access_held(cudamem::device_id(accessor), cudamem::device_id(owner));

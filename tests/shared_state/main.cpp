@@ -53,9 +53,19 @@ int main() {
   library_b_drop_peer_guard(1, 0);
   ok &= expect(!cudamem::detail::peer_access_held(cudamem::device_id(1), cudamem::device_id(0)),
                "a peer guard dropped through library B is still held");
+
+  // The allocator registry (made-up stream id): registered through A, seen by B and by the program.
+  constexpr std::uint64_t stream_id = 0x5eed;
+  const std::size_t slot = library_a_register(stream_id);
+  ok &= expect(slot != ~std::size_t{0}, "library A could not register an allocator");
+  ok &= expect(library_b_has_allocator(stream_id), "library B does not see the allocator library A registered");
+  ok &= expect(!cudamem::detail::allocators().empty(), "the program does not see the allocator library A registered");
+  library_a_unregister(slot, stream_id);
+  ok &= expect(!library_b_has_allocator(stream_id), "library B still sees an allocator library A unregistered");
   if (ok)
     std::printf(
-        "shared_state: one release handler, one process_wide<> state and one peer registry across both "
+        "shared_state: one release handler, one process_wide<> state, one peer registry and one allocator registry "
+        "across both "
         "libraries\n");
   return ok ? 0 : 1;
 }

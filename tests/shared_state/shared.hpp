@@ -5,6 +5,9 @@
 
 #include <cudamem/detail/peer_registry.hpp>
 #include <cudamem/error.hpp>
+#include <cudamem/registry.hpp>
+
+#include <cstdint>
 
 #define SHARED_STATE_EXPORT extern "C" __attribute__((visibility("default")))
 
@@ -26,9 +29,15 @@ SHARED_STATE_EXPORT cudamem::release_handler library_a_set_release_handler(cudam
 SHARED_STATE_EXPORT void library_a_report_release_failure();
 SHARED_STATE_EXPORT void library_a_set_counter(int value);
 SHARED_STATE_EXPORT void library_a_take_peer_guard(int accessor, int owner);
+// Registers a resource of its own for the made-up stream id `id` (at a made-up handle) in the allocator registry's
+// table; returns its slot.
+SHARED_STATE_EXPORT std::size_t library_a_register(std::uint64_t id);
+SHARED_STATE_EXPORT void library_a_unregister(std::size_t slot, std::uint64_t id);
 // Library B (compiled by g++).
 SHARED_STATE_EXPORT cudamem::release_handler library_b_set_release_handler(cudamem::release_handler handler);
 SHARED_STATE_EXPORT void library_b_report_release_failure();
 SHARED_STATE_EXPORT int library_b_counter();
 SHARED_STATE_EXPORT bool library_b_peer_held(int accessor, int owner);
 SHARED_STATE_EXPORT void library_b_drop_peer_guard(int accessor, int owner);
+// Whether the allocator registry's table holds an entry for `id`.
+SHARED_STATE_EXPORT bool library_b_has_allocator(std::uint64_t id);

@@ -1,0 +1,96 @@
+// SPDX-License-Identifier: MIT
+/// \file
+/// Thrust on cudamem memory and streams: Thrust's temporary storage from a cudamem device resource (by default the
+/// one registered on the stream), an execution policy on a cudamem stream, and device spans as Thrust iterators.
+///
+///     thrust_allocator(stream_ref s [, resource_ref<device> r])    r defaults to allocator_for(s)
+///     thrust_policy(stream_ref s [, resource_ref<device> r])       thrust::cuda::par_nosync(allocator).on(s)
+///     to_thrust(device_span<T>) -> thrust::device_ptr<T>;  thrust_begin / thrust_end
+///     from_thrust(thrust::device_ptr<T>, count, device_id) -> device_span<T>
+///
+/// Optional, and for nvcc only (Thrust's CUDA backend needs it): in a plain C++ file this header declares nothing.
+/// Thrust reports errors by throwing; so does this allocator when its resource fails (thrust's bad_alloc, with
+/// cudamem's message), which is the one place cudamem throws.
+#pragma once
+
+#include <cudamem/registry.hpp>
+#include <cudamem/span.hpp>
+
+#if defined(__CUDACC__)
+#include <thrust/device_ptr.h>
+#include <thrust/execution_policy.h>
+#include <thrust/system/detail/bad_alloc.h>
+
+#include <cstddef>
+#include <cstdio>
+#include <cstdlib>
+
+namespace cudamem {
+
+/// A Thrust allocator (bytes) over a device resource, ordered on a stream: temporary storage comes from the
+/// resource and goes back to it on that stream, without synchronizing. The resource must outlive the allocator.
+class thrust_allocator {
+ public:
+  using value_type = char;  ///< Thrust allocates temporary storage as bytes
+  /// Allocates from the resource registered on `s` (register_allocator), else the stream-ordered pool.
+  explicit thrust_allocator(stream_ref s) noexcept : thrust_allocator(s, allocator_for(s)) {}
+  /// Allocates from `resource`, on `s`.
+  thrust_allocator(stream_ref s, resource_ref<device> resource) noexcept : stream_(s), resource_(resource) {}
+
+  /// `bytes` bytes, 256-byte aligned. Throws thrust::system::detail::bad_alloc when the resource fails (aborts in
+  /// builds without exceptions, after printing the message).
+  char* allocate(std::ptrdiff_t bytes) {
+    auto got = resource_.allocate(stream_, static_cast<std::size_t>(bytes), 256);
+    if (!got) fail(got.error());
+    return static_cast<char*>(*got);
+  }
+  /// Gives `p` back to the resource on the stream.
+  void deallocate(char* p, std::size_t bytes) noexcept { resource_.deallocate(stream_, p, bytes, 256); }
+  [[nodiscard]] stream_ref stream() const noexcept { return stream_; }  ///< The stream it allocates on.
+  [[nodiscard]] resource_ref<device> resource() const noexcept { return resource_; }  ///< Where memory comes from.
+
+ private:
+  [[noreturn]] static void fail(const error& failure) {
+#if defined(__cpp_exceptions)
+    throw thrust::system::detail::bad_alloc(failure.message());
+#else
+    std::fprintf(stderr, "cudamem::thrust_allocator: %s\n", failure.message());
+    std::abort();
+#endif
+  }
+  stream_ref stream_;
+  resource_ref<device> resource_;
+};
+
+/// Thrust's CUDA policy on `s`, without the synchronizations Thrust can skip (par_nosync; an algorithm that returns
+/// a value still waits for it), with temporary storage from `resource`.
+[[nodiscard]] inline auto thrust_policy(stream_ref s, resource_ref<device> resource) noexcept {
+  return thrust::cuda::par_nosync(thrust_allocator(s, resource)).on(s.get());
+}
+/// As thrust_policy(s, resource), from the resource registered on `s`, else the stream-ordered pool.
+[[nodiscard]] inline auto thrust_policy(stream_ref s) noexcept { return thrust_policy(s, allocator_for(s)); }
+
+/// The first element of a device span as a Thrust device pointer.
+template <class T>
+[[nodiscard]] thrust::device_ptr<T> to_thrust(span<T, device> s) noexcept {
+  return thrust::device_pointer_cast(s.data().get());
+}
+/// As to_thrust: Thrust's begin iterator of the span.
+template <class T>
+[[nodiscard]] thrust::device_ptr<T> thrust_begin(span<T, device> s) noexcept {
+  return to_thrust(s);
+}
+/// Thrust's end iterator of the span.
+template <class T>
+[[nodiscard]] thrust::device_ptr<T> thrust_end(span<T, device> s) noexcept {
+  return to_thrust(s) + static_cast<std::ptrdiff_t>(s.size());
+}
+/// Views `count` elements from a Thrust device pointer, which the caller asserts points at device memory on `id`.
+/// Not checked.
+template <class T>
+[[nodiscard]] span<T, device> from_thrust(thrust::device_ptr<T> first, std::size_t count, device_id id) noexcept {
+  return make_span<device>(thrust::raw_pointer_cast(first), count, id);
+}
+
+}  // namespace cudamem
+#endif  // __CUDACC__

@@ -1,0 +1,222 @@
+// SPDX-License-Identifier: MIT
+/// \file
+/// Per-stream allocator registration (ACL's aclrtAllocatorRegister, as RAII): `buffer<T, device>::allocate(n, s)`
+/// and `pitched_buffer`'s stream form take their memory from the resource registered on `s`.
+///
+///     result<registration> register_allocator(stream_ref s, resource_ref<device> r)   unregisters when it goes
+///     resource_ref<device> allocator_for(stream_ref s)      the registered one, else default_resource<device>(true)
+///
+/// The registry is keyed on cudaStreamGetId, which never repeats in a process, so a stream created later at a
+/// destroyed stream's address does not inherit its registration (during a capture, where CUDA gives no id, the handle
+/// decides). The default streams (legacy, per-thread) are shared
+/// by every caller on a device and cannot be registered. One registry per process, also across shared libraries.
+#pragma once
+
+#include <cudamem/detail/process_wide.hpp>
+#include <cudamem/resource.hpp>
+
+#include <atomic>
+#include <cstdint>
+#include <cstring>
+#include <mutex>
+
+namespace cudamem {
+namespace detail {
+
+/// A fixed table of (stream id, stream handle, resource) slots. Writers (register, unregister) take the mutex;
+/// readers take no lock: each slot is a seqlock (an odd version while a writer changes it), so a lookup is a scan of
+/// atomics. Readers match the handle (no CUDA call for a stream that has no slot) and the caller confirms the id.
+/// Ids and handles are opaque integers here, which lets the host tests drive it with made-up ones.
+struct CUDAMEM_DETAIL_PROCESS_WIDE allocator_table {
+  static constexpr std::size_t capacity = 256;  ///< streams registered at once
+  static constexpr std::uint64_t no_stream = ~std::uint64_t{0};
+  struct slot {
+    std::atomic<std::uint32_t> version{0};
+    std::atomic<std::uint64_t> stream_id{no_stream};
+    std::atomic<std::uintptr_t> handle{0};     // 0: none (free, or its stream is known to be gone)
+    std::atomic<std::uintptr_t> words[2]{};  // the resource_ref's two pointers
+  };
+  /// What a lookup finds: the resource and the id of the stream it was registered for.
+  struct entry {
+    resource_ref<device> resource;
+    std::uint64_t stream_id;
+  };
+
+  /// Registers `r` for stream `id` at `handle`; returns the slot index. A slot that holds `handle` under another id
+  /// belongs to a destroyed stream whose handle came back: it no longer answers for the handle. Errors:
+  /// invalid_argument (already registered); not_supported (the table is full).
+  result<std::size_t> insert(std::uint64_t id, std::uintptr_t handle, resource_ref<device> r) noexcept {
+    const std::lock_guard<std::mutex> lock(mutex);
+    const std::size_t used = high_water.load(std::memory_order_relaxed);
+    std::size_t free_slot = capacity;
+    for (std::size_t i = 0; i < used; ++i) {
+      const std::uint64_t held = slots[i].stream_id.load(std::memory_order_relaxed);
+      if (held == id)
+        return error(errc::invalid_argument, "register_allocator",
+                     "the stream already has a registered allocator; drop that registration first");
+      if (held == no_stream && free_slot == capacity) free_slot = i;
+      if (held != no_stream && slots[i].handle.load(std::memory_order_relaxed) == handle) {
+        const std::uintptr_t kept[2] = {slots[i].words[0].load(std::memory_order_relaxed),
+                                        slots[i].words[1].load(std::memory_order_relaxed)};
+        write(slots[i], held, 0, kept);
+      }
+    }
+    if (free_slot == capacity) {
+      if (used == capacity)
+        return error(errc::not_supported, "register_allocator", "at most %zu streams can have a registered allocator",
+                     capacity);
+      free_slot = used;
+      high_water.store(used + 1, std::memory_order_release);
+    }
+    std::uintptr_t words[2];
+    static_assert(sizeof words == sizeof r && std::is_trivially_copyable_v<resource_ref<device>>);
+    std::memcpy(words, &r, sizeof words);
+    write(slots[free_slot], id, handle, words);
+    count.fetch_add(1, std::memory_order_release);
+    return free_slot;
+  }
+  /// Frees slot `index` if it still holds `id`.
+  void erase(std::size_t index, std::uint64_t id) noexcept {
+    const std::lock_guard<std::mutex> lock(mutex);
+    if (slots[index].stream_id.load(std::memory_order_relaxed) != id) return;
+    const std::uintptr_t none[2] = {0, 0};
+    write(slots[index], no_stream, 0, none);
+    count.fetch_sub(1, std::memory_order_release);
+  }
+  /// The entry registered at `handle`, copied into `out`; false when there is none. Lock-free.
+  bool find(std::uintptr_t handle, entry& out) const noexcept {
+    const std::size_t used = high_water.load(std::memory_order_acquire);
+    for (std::size_t i = 0; i < used; ++i) {
+      const slot& s = slots[i];
+      for (;;) {
+        const std::uint32_t before = s.version.load(std::memory_order_acquire);
+        if (before & 1u) continue;  // a writer is inside
+        if (s.handle.load(std::memory_order_acquire) != handle) break;
+        // Acquire loads of the data keep the second version read after them (no fences: ThreadSanitizer checks
+        // this code, and it does not model them).
+        const std::uintptr_t words[2] = {s.words[0].load(std::memory_order_acquire),
+                                         s.words[1].load(std::memory_order_acquire)};
+        const std::uint64_t id = s.stream_id.load(std::memory_order_acquire);
+        if (s.version.load(std::memory_order_relaxed) != before) continue;
+        std::memcpy(static_cast<void*>(&out.resource), words, sizeof words);
+        out.stream_id = id;
+        return true;
+      }
+    }
+    return false;
+  }
+  /// Whether nothing is registered: the lookup's fast path, no CUDA call.
+  bool empty() const noexcept { return count.load(std::memory_order_acquire) == 0; }
+
+  std::mutex mutex;
+  std::atomic<std::size_t> high_water{0};
+  std::atomic<std::size_t> count{0};
+  slot slots[capacity];
+
+ private:
+  static void write(slot& s, std::uint64_t id, std::uintptr_t handle, const std::uintptr_t (&words)[2]) noexcept {
+    // Odd while it changes; release stores of the data, so a reader that sees new data sees the odd version too.
+    s.version.fetch_add(1, std::memory_order_relaxed);
+    s.words[0].store(words[0], std::memory_order_release);
+    s.words[1].store(words[1], std::memory_order_release);
+    s.stream_id.store(id, std::memory_order_release);
+    s.handle.store(handle, std::memory_order_release);
+    s.version.fetch_add(1, std::memory_order_release);
+  }
+};
+
+/// cudaStreamGetId: unique for the life of the process. CUDA refuses it on a capturing stream, so callers check the
+/// capture status first (cudaStreamIsCapturing, which is legal in every capture mode).
+inline result<std::uint64_t> stream_id(stream_ref s, const char* api) noexcept {
+  if (!s.valid()) return handle_moved_from(api, "stream");
+  unsigned long long id = 0;
+  CUDAMEM_TRY(check(cudaStreamGetId(s.get(), &id), api, "cudaStreamGetId"));
+  return static_cast<std::uint64_t>(id);
+}
+inline std::uintptr_t handle_key(stream_ref s) noexcept { return reinterpret_cast<std::uintptr_t>(s.get()); }
+inline allocator_table& allocators() noexcept { return process_wide<allocator_table>(); }
+}  // namespace detail
+
+/// A registration of a device resource on a stream (move-only); its destruction unregisters it. Buffers allocated
+/// through it keep their own resource_ref and stay valid after it goes; the resource object itself must outlive
+/// every buffer it made.
+class registration {
+ public:
+  /// Takes over `other`'s registration; `other` holds none after.
+  registration(registration&& other) noexcept : slot_(other.slot_), id_(other.id_) { other.id_ = none; }
+  /// Unregisters this one's, then takes over `other`'s.
+  registration& operator=(registration&& other) noexcept {
+    if (this != &other) {
+      reset();
+      slot_ = other.slot_;
+      id_ = other.id_;
+      other.id_ = none;
+    }
+    return *this;
+  }
+  registration(const registration&) = delete;
+  registration& operator=(const registration&) = delete;
+  ~registration() { reset(); }
+  /// Unregisters now (nothing after a move or an earlier reset). Does not synchronize.
+  void reset() noexcept {
+    if (id_ != none) detail::allocators().erase(slot_, id_);
+    id_ = none;
+  }
+  /// Whether it still holds a registration.
+  [[nodiscard]] bool active() const noexcept { return id_ != none; }
+
+ private:
+  friend result<registration> register_allocator(stream_ref, resource_ref<device>) noexcept;
+  static constexpr std::uint64_t none = detail::allocator_table::no_stream;
+  registration(std::size_t slot, std::uint64_t id) noexcept : slot_(slot), id_(id) {}
+  std::size_t slot_ = 0;
+  std::uint64_t id_ = none;
+};
+
+/// Makes `r` the allocator of `s` until the returned registration goes. Does not synchronize. Errors:
+/// invalid_argument (a moved-from stream; a default stream, which every caller on the device shares; a stream that
+/// already has one); capture_active (`s` is capturing: CUDA does not name a capturing stream's id; register before
+/// the capture begins); not_supported (256 streams registered at once); CUDA errors.
+[[nodiscard]] inline result<registration> register_allocator(stream_ref s, resource_ref<device> r) noexcept {
+  constexpr const char* api = "register_allocator";
+  if (!s.valid()) return detail::handle_moved_from(api, "stream");
+  if (detail::is_default_stream(s.get()))
+    return error(errc::invalid_argument, api,
+                 "a default stream (legacy or per-thread) is shared by every caller on the device and cannot have an "
+                 "allocator of its own; create a stream");
+  CUDAMEM_TRY(detail::refuse_capture(s.get(), api,
+                                     "CUDA does not name a capturing stream's id; register the allocator before the "
+                                     "capture begins"));
+  auto id = detail::stream_id(s, api);
+  if (!id) return id.error();
+  auto slot = detail::allocators().insert(*id, detail::handle_key(s), r);
+  if (!slot) return slot.error();
+  return registration(*slot, *id);
+}
+
+/// The resource registered on `s`, else default_resource<device>(true) (the stream-ordered pool). Does not
+/// synchronize. No CUDA call while nothing is registered, for a default stream, or for a stream with no registration
+/// at its handle; else cudaStreamIsCapturing and cudaStreamGetId, whose id must match the registration's, so a stream
+/// created at a destroyed stream's handle gets the default. During a capture CUDA gives no id and the handle decides:
+/// drop a registration before destroying its stream. A moved-from stream or a failed query gives the default, whose
+/// allocate then reports the problem.
+[[nodiscard]] inline resource_ref<device> allocator_for(stream_ref s) noexcept {
+  const resource_ref<device> fallback = default_resource<device>(true);
+  const detail::allocator_table& table = detail::allocators();
+  if (table.empty() || !s.valid() || detail::is_default_stream(s.get())) return fallback;
+  detail::allocator_table::entry found{fallback, 0};
+  if (!table.find(detail::handle_key(s), found)) return fallback;
+  const cudaError_t earlier = cudaPeekAtLastError();
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  unsigned long long id = 0;
+  cudaError_t code = cudaStreamIsCapturing(s.get(), &capture);
+  if (code == cudaSuccess && capture != cudaStreamCaptureStatusNone) return found.resource;
+  if (code == cudaSuccess) code = cudaStreamGetId(s.get(), &id);
+  if (code != cudaSuccess) {
+    if (earlier == cudaSuccess && !error::is_sticky_status(code)) (void)cudaGetLastError();  // ours, not the user's
+    return fallback;
+  }
+  return id == found.stream_id ? found.resource : fallback;
+}
+
+}  // namespace cudamem

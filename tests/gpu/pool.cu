@@ -1,0 +1,333 @@
+// SPDX-License-Identifier: MIT
+// Pools, adaptors and per-stream registration on a device: every resource, registration lifetimes, reuse across
+// streams only after the first stream is done (checked by content), out-of-memory recovery, Thrust on cudamem
+// memory, graph capture through a registered allocator, and many threads registering and allocating at once.
+#include "common.cuh"
+
+#include <cudamem/interop/thrust.hpp>
+
+#include <thrust/reduce.h>
+#include <thrust/sort.h>
+
+#include <algorithm>
+#include <atomic>
+#include <numeric>
+#include <string>
+#include <thread>
+
+using namespace cudamem;
+using test::take;
+
+namespace {
+constexpr unsigned long long slow_ns = 200'000'000;  // 0.2 s of spinning: far longer than any launch latency
+
+template <class Resource>
+void round_trip(Resource& resource, stream_ref s, std::size_t count) {
+  auto values = take(device_buffer<int>::allocate(count, s, resource));
+  REQUIRE(values.resource() == resource_ref<device>(resource));
+  REQUIRE_OK(fill(values, 7, s));
+  REQUIRE_OK(s.synchronize());
+  CHECK(test::read_back(values.view()) == std::vector<int>(count, 7));
+}
+}  // namespace
+
+TEST_CASE("every pool and adaptor serves device buffers and ends with nothing outstanding", "[pool]") {
+  auto s = take(stream::create());
+  const device_id here = take(current_device());
+  REQUIRE_OK(set_pool_release_threshold(here));
+  device_pool_resource stream_ordered;
+  device_malloc_resource plain;
+  {
+    caching_pool<device_pool_resource> pooled(stream_ordered);
+    caching_pool<device_malloc_resource> over_malloc(plain);
+    statistics_adaptor<caching_pool<device_pool_resource>> counted(pooled);
+    limit_adaptor<statistics_adaptor<caching_pool<device_pool_resource>>> limited(counted, std::size_t{64} << 20);
+    round_trip(stream_ordered, s, 1000);
+    round_trip(pooled, s, 1000);
+    round_trip(over_malloc, s, 1000);
+    round_trip(counted, s, 1000);
+    round_trip(limited, s, 1000);
+    CHECK(counted.statistics().bytes_outstanding == 0);
+    CHECK(counted.statistics().peak_bytes == 4000);
+    CHECK(limited.used() == 0);
+    CHECK(pooled.statistics().blocks_in_use == 0);
+    CHECK(pooled.statistics().reused >= 1);  // the adaptors' allocations reuse the first block
+    CHECK(over_malloc.statistics().blocks_in_use == 0);
+  }
+  pinned_resource pinned_upstream;
+  caching_pool<pinned_resource> pinned_pool(pinned_upstream);
+  {
+    auto host_side = take(pinned_buffer<int>::allocate(100, s, pinned_pool));
+    host_side[0] = 3;
+    CHECK(host_side[0] == 3);
+  }
+  CHECK(pinned_pool.statistics().blocks_in_use == 0);
+  REQUIRE_OK(set_pool_release_threshold(here, 0));  // the driver's default again, for the tests that follow
+  CHECK(cudaGetLastError() == cudaSuccess);
+}
+
+TEST_CASE("bad input to the resources: zero bytes, alignment, overflow, larger than the device, the budget", "[pool]") {
+  auto s = take(stream::create());
+  device_pool_resource upstream;
+  caching_pool<device_pool_resource> pool(upstream);
+  limit_adaptor<caching_pool<device_pool_resource>> limited(pool, 1 << 20);
+
+  auto zero = pool.allocate(s, 0, 256);
+  REQUIRE_OK(zero);
+  CHECK(*zero == nullptr);
+  pool.deallocate(s, nullptr, 0, 256);
+  CHECK(take(device_buffer<int>::allocate(0, s, pool)).empty());
+
+  auto odd = pool.allocate(s, 64, 48);
+  REQUIRE_FALSE(odd);
+  CHECK(odd.error().code() == errc::invalid_argument);
+  auto overflow = device_buffer<double>::allocate(~std::size_t{0} / 4, s, pool);
+  REQUIRE_FALSE(overflow);
+  CHECK(overflow.error().code() == errc::size_overflow);
+
+  std::size_t free_bytes = 0, total_bytes = 0;
+  REQUIRE(cudaMemGetInfo(&free_bytes, &total_bytes) == cudaSuccess);
+  auto too_big = pool.allocate(s, total_bytes * 2, 256);
+  REQUIRE_FALSE(too_big);
+  CHECK(too_big.error().cuda_status() == cudaErrorMemoryAllocation);
+  CHECK(pool.statistics().blocks_in_use == 0);
+  CHECK(pool.statistics().out_of_memory_retries == 1);
+
+  auto within = take(device_buffer<std::byte>::allocate(std::size_t{1} << 19, s, limited));
+  auto over = device_buffer<std::byte>::allocate((std::size_t{1} << 19) + 1, s, limited);
+  REQUIRE_FALSE(over);
+  CHECK(over.error().code() == errc::out_of_memory);
+  CHECK(std::string(over.error().message()).find("budget of 1048576 bytes") != std::string::npos);
+  within = {};
+  CHECK(limited.used() == 0);
+  REQUIRE_OK(s.synchronize());
+  CHECK(pool.statistics().blocks_in_use == 0);
+  CHECK(cudaGetLastError() == cudaSuccess);
+}
+
+// [concurrent]: the kernel must still run when the host frees the block, which serialized launches prevent.
+TEST_CASE("a block freed on one stream is not reused on another before the first is done with it",
+          "[pool][concurrent]") {
+  auto a = take(stream::create());
+  auto b = take(stream::create());
+  device_pool_resource upstream;
+  caching_pool<device_pool_resource> pool(upstream);
+  constexpr std::size_t count = 1 << 16;
+  void* first_address = nullptr;
+  {
+    auto block = take(device_buffer<int>::allocate(count, a, pool));
+    first_address = block.data().get();
+    test::delay_then_write<int><<<64, 256, 0, a.get()>>>(block, 1, slow_ns);  // writes late, on a
+    REQUIRE_OK(check_launch("delay_then_write"));
+  }  // freed on a while the kernel still runs
+  auto reused = take(device_buffer<int>::allocate(count, b, pool));
+  REQUIRE_OK(fill(reused, 2, b));  // if this were a's block, a's late write would land after it
+  REQUIRE_OK(a.synchronize());
+  REQUIRE_OK(b.synchronize());
+  CHECK(test::read_back(reused.view()) == std::vector<int>(count, 2));
+  CHECK(reused.data().get() != first_address);
+  CHECK(pool.statistics().reused_across_streams == 0);
+
+  // Once a is done, b may take a's block.
+  auto later = take(device_buffer<int>::allocate(count, b, pool));
+  CHECK(later.data().get() == first_address);
+  CHECK(pool.statistics().reused_across_streams == 1);
+  reused = {};
+  later = {};
+  REQUIRE_OK(b.synchronize());
+  CHECK(pool.statistics().blocks_in_use == 0);
+}
+
+TEST_CASE("out of memory: the caching pool gives back its cache and retries", "[pool][large]") {
+  auto s = take(stream::create());
+  device_malloc_resource upstream;  // cudaMalloc: no driver pool behind it to hide the cache
+  caching_pool<device_malloc_resource> pool(upstream);
+  std::size_t free_bytes = 0, total_bytes = 0;
+  REQUIRE(cudaMemGetInfo(&free_bytes, &total_bytes) == cudaSuccess);
+  const std::size_t first = free_bytes / 10 * 6, second = free_bytes / 10 * 4;
+  const auto first_class = detail::class_of(first, "test"), second_class = detail::class_of(second, "test");
+  REQUIRE(first_class->index != second_class->index);
+  REQUIRE(first_class->bytes + second_class->bytes > free_bytes);
+  { auto big = take(device_buffer<std::byte>::allocate(first, s, pool)); }  // cached, not given back
+  CHECK(pool.statistics().bytes_cached == first_class->bytes);
+  {
+    auto next = device_buffer<std::byte>::allocate(second, s, pool);
+    REQUIRE_OK(next);
+    CHECK(pool.statistics().out_of_memory_retries == 1);
+    CHECK(pool.statistics().blocks_cached == 0);
+  }
+  pool.release();
+  std::size_t free_after = 0;
+  REQUIRE(cudaMemGetInfo(&free_after, &total_bytes) == cudaSuccess);
+  CHECK(free_after + (std::size_t{64} << 20) >= free_bytes);  // everything went back (allowing for noise)
+  CHECK(pool.statistics().blocks_in_use == 0);
+  CHECK(cudaGetLastError() == cudaSuccess);
+}
+
+TEST_CASE("registration: buffers allocated on the stream come from it; it goes, they stay valid", "[pool][registry]") {
+  auto s = take(stream::create());
+  device_pool_resource upstream;
+  caching_pool<device_pool_resource> pool(upstream);
+  CHECK(allocator_for(s) == default_resource<device>(true));
+  device_buffer<int> kept;
+  {
+    auto registered = take(register_allocator(s, pool));
+    CHECK(registered.active());
+    CHECK(allocator_for(s) == resource_ref<device>(pool));
+    kept = take(device_buffer<int>::allocate(100, s));
+    CHECK(kept.resource() == resource_ref<device>(pool));
+    auto pitched = take(pitched_buffer<float, device>::allocate(64, 8, s));
+    CHECK(pitched.resource() == resource_ref<device>(pool));
+    CHECK(pool.statistics().blocks_in_use == 2);
+
+    auto twice = register_allocator(s, pool);
+    REQUIRE_FALSE(twice);
+    CHECK(twice.error().code() == errc::invalid_argument);
+    auto moved_to = std::move(registered);
+    CHECK_FALSE(registered.active());
+    CHECK(allocator_for(s) == resource_ref<device>(pool));
+  }
+  CHECK(allocator_for(s) == default_resource<device>(true));
+  auto after = take(device_buffer<int>::allocate(100, s));
+  CHECK(after.resource() == default_resource<device>(true));
+  REQUIRE_OK(fill(kept, 5, s));  // outlives its registration
+  CHECK(test::read_back(kept.view()) == std::vector<int>(100, 5));
+  kept = {};
+  REQUIRE_OK(s.synchronize());
+  CHECK(pool.statistics().blocks_in_use == 0);
+
+  for (const stream_ref shared : {stream_ref::legacy(), stream_ref::per_thread(), stream_ref()}) {
+    auto refused = register_allocator(shared, pool);
+    REQUIRE_FALSE(refused);
+    CHECK(std::string(refused.error().message()).find("default stream") != std::string::npos);
+  }
+  stream gone = std::move(s);
+  auto moved_from = register_allocator(s, pool);
+  REQUIRE_FALSE(moved_from);
+  CHECK(moved_from.error().code() == errc::invalid_argument);
+}
+
+TEST_CASE("a stream created where a registered one was destroyed does not inherit its allocator", "[pool][registry]") {
+  device_pool_resource upstream;
+  caching_pool<device_pool_resource> pool(upstream);
+  auto first = take(stream::create());
+  const cudaStream_t old_handle = first.get();
+  auto registered = take(register_allocator(first, pool));
+  first = take(stream::create());  // destroys the registered stream (the registration is still held)
+  bool saw_reuse = false;
+  std::vector<stream> others;
+  for (int i = 0; i < 64 && !saw_reuse; ++i) {
+    others.push_back(take(stream::create()));
+    saw_reuse = others.back().get() == old_handle || first.get() == old_handle;
+    CHECK(allocator_for(others.back()) == default_resource<device>(true));
+  }
+  CHECK(allocator_for(first) == default_resource<device>(true));
+  if (!saw_reuse) WARN("no new stream reused the destroyed stream's handle; the id check was not exercised");
+}
+
+TEST_CASE("Thrust sorts and reduces cudamem memory with temporaries from the registered pool", "[pool][thrust]") {
+  auto s = take(stream::create());
+  device_pool_resource upstream;
+  caching_pool<device_pool_resource> pool(upstream);
+  auto registered = take(register_allocator(s, pool));
+  const auto values = test::random_vector<int>(1 << 20, test::fresh_seed());
+  auto data = take(device_buffer<int>::allocate(values.size(), s));
+  REQUIRE_OK(copy(data, span(values)));
+  const auto before = pool.statistics().upstream_allocations;
+  thrust::sort(thrust_policy(s), thrust_begin(data.view()), thrust_end(data.view()));
+  CHECK(pool.statistics().upstream_allocations > before);  // the sort's temporaries came from the pool
+  long long sum = thrust::reduce(thrust_policy(s), thrust_begin(data.view()), thrust_end(data.view()), 0ll);
+  REQUIRE_OK(s.synchronize());
+  auto expected = values;
+  std::sort(expected.begin(), expected.end());
+  CHECK(test::read_back(data.view()) == expected);
+  CHECK(sum == std::accumulate(values.begin(), values.end(), 0ll));
+  const device_span<int> round = from_thrust(to_thrust(data.view()), data.size(), data.device());
+  CHECK(round.data().get() == data.data().get());
+  CHECK(round.size() == data.size());
+  data = {};
+  REQUIRE_OK(s.synchronize());
+  CHECK(pool.statistics().blocks_in_use == 0);
+}
+
+TEST_CASE("stream-ordered allocation through a registered allocator is captured into a graph", "[pool][graph]") {
+  auto s = take(stream::create());
+  device_pool_resource stream_ordered;
+  statistics_adaptor<device_pool_resource> counted(stream_ordered);
+  auto out = take(pinned_buffer<int>::allocate(1000));
+  REQUIRE_OK(fill_bytes(out, 0));
+
+  auto registered = take(register_allocator(s, counted));  // before the capture: CUDA gives no id during one
+  REQUIRE(cudaStreamBeginCapture(s.get(), cudaStreamCaptureModeGlobal) == cudaSuccess);
+  auto during = register_allocator(s, counted);  // refused without disturbing the capture
+  status filled, copied;
+  std::string allocation_error;
+  bool from_registered = false;
+  {
+    auto scratch = device_buffer<int>::allocate(1000, s);
+    if (scratch) {
+      from_registered = scratch->resource() == resource_ref<device>(counted);
+      filled = fill(*scratch, 42, s);
+      copied = copy(out, *scratch, s);
+    } else {
+      allocation_error = scratch.error().message();
+    }
+  }
+  // A caching pool refuses a capturing stream and leaves the capture intact.
+  device_pool_resource upstream;
+  caching_pool<device_pool_resource> pool(upstream);
+  auto refused = pool.allocate(s, 100, 256);
+  cudaGraph_t graph = nullptr;
+  REQUIRE(cudaStreamEndCapture(s.get(), &graph) == cudaSuccess);
+  REQUIRE_FALSE(during);
+  CHECK(during.error().code() == errc::capture_active);
+  CHECK(allocation_error.empty());
+  REQUIRE_OK(filled);
+  REQUIRE_OK(copied);
+  CHECK(from_registered);
+  REQUIRE_FALSE(refused);
+  CHECK(refused.error().code() == errc::capture_active);
+  cudaGraphExec_t exec = nullptr;
+  REQUIRE(cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess);
+  REQUIRE(cudaGraphLaunch(exec, s.get()) == cudaSuccess);
+  REQUIRE_OK(s.synchronize());
+  CHECK(test::read_back(out.view()) == std::vector<int>(1000, 42));
+  CHECK(counted.statistics().bytes_outstanding == 0);
+  CHECK(cudaGraphExecDestroy(exec) == cudaSuccess);
+  CHECK(cudaGraphDestroy(graph) == cudaSuccess);
+  CHECK(cudaGetLastError() == cudaSuccess);
+}
+
+TEST_CASE("many threads register, look up and allocate at once", "[pool][registry][concurrent]") {
+  device_pool_resource upstream;
+  caching_pool<device_pool_resource> pool(upstream);
+  constexpr int threads = 8, rounds = 200;
+  std::atomic<int> failures{0}, wrong_resource{0};
+  std::vector<std::thread> workers;
+  for (int t = 0; t < threads; ++t) {
+    workers.emplace_back([&, t] {
+      auto s = stream::create();
+      if (!s) {
+        ++failures;
+        return;
+      }
+      for (int round = 0; round < rounds; ++round) {
+        auto registered = register_allocator(*s, pool);
+        if (!registered) {
+          ++failures;
+          continue;
+        }
+        auto values = device_buffer<int>::allocate(static_cast<std::size_t>(64 << (round % 8)), *s);
+        if (!values) ++failures;
+        else if (!(values->resource() == resource_ref<device>(pool))) ++wrong_resource;
+        else if (!fill(*values, t, *s)) ++failures;
+      }
+      if (!s->synchronize()) ++failures;
+    });
+  }
+  for (auto& worker : workers) worker.join();
+  CHECK(failures == 0);
+  CHECK(wrong_resource == 0);
+  CHECK(pool.statistics().blocks_in_use == 0);
+  CHECK(detail::allocators().empty());
+}

@@ -1,0 +1,452 @@
+// SPDX-License-Identifier: MIT
+// The caching pool's logic and the allocator registry's table, without a GPU: a fake upstream that hands out host
+// memory and records what it was given, and a fake stream order whose streams are made-up handles with made-up ids
+// and whose "events" complete when the test says so.
+#include <cudamem/pool.hpp>
+
+#include "catch.hpp"
+
+#include <atomic>
+#include <cstdint>
+#include <cstdlib>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+using namespace cudamem;
+
+namespace {
+
+// Host memory with the upstream interface; counts calls and can be told to run out.
+struct fake_upstream {
+  using kind = device;
+  std::map<void*, std::size_t> live;
+  std::size_t allocations = 0, limit_bytes = ~std::size_t{0};
+  std::mutex mutex;
+
+  result<void*> allocate(stream_ref, std::size_t bytes, std::size_t) noexcept {
+    const std::lock_guard<std::mutex> lock(mutex);
+    std::size_t in_use = 0;
+    for (auto& [p, n] : live) in_use += n;
+    if (bytes > limit_bytes - in_use) return error(cudaErrorMemoryAllocation, nullptr, "fake_upstream");
+    void* p = std::malloc(bytes);
+    live.emplace(p, bytes);
+    ++allocations;
+    return p;
+  }
+  void deallocate(stream_ref, void* p, std::size_t bytes, std::size_t) noexcept {
+    const std::lock_guard<std::mutex> lock(mutex);
+    auto it = live.find(p);
+    CHECK(it != live.end());
+    if (it == live.end()) return;
+    CHECK(it->second == bytes);
+    live.erase(it);
+    std::free(p);
+  }
+};
+static_assert(memory_resource_for<fake_upstream, device>);
+
+// Streams are handles 0x1000, 0x2000, ...; each has an id (reassignable, to model a destroyed stream whose handle
+// comes back) and a "busy" flag: a mark recorded while busy completes only when the test calls finish().
+struct fake_world {
+  std::map<cudaStream_t, std::uint64_t> ids;
+  std::map<std::uint64_t, bool> pending;  // id -> its last mark is not done
+  std::set<std::uint64_t> busy;
+  std::set<std::uint64_t> capturing;
+  int waits = 0;
+  int destroyed = 0;
+
+  stream_ref stream(std::uintptr_t handle, std::uint64_t id) {
+    auto h = reinterpret_cast<cudaStream_t>(handle);
+    ids[h] = id;
+    return stream_ref::from_native_handle(h, device_id(0));
+  }
+  void finish(std::uint64_t id) {
+    busy.erase(id);
+    pending[id] = false;
+  }
+};
+
+struct fake_order {
+  using marker = std::uint64_t;  // the stream id, 0 before the first mark
+  fake_world* world;
+  result<detail::stream_key> identify(stream_ref s, const char* api) const noexcept {
+    if (!s.valid()) return detail::handle_moved_from(api, "stream");
+    const std::uint64_t id = world->ids.at(s.get());
+    if (world->capturing.count(id)) return error(errc::capture_active, api, "capturing");
+    return detail::stream_key{id, 0};
+  }
+  status mark(marker& m, int, stream_ref s) const noexcept {
+    m = world->ids.at(s.get());
+    world->pending[m] = world->busy.count(m) != 0;
+    return {};
+  }
+  bool passed(marker m) const noexcept { return !world->pending[m]; }
+  void wait(marker m) const noexcept {
+    ++world->waits;
+    world->finish(m);
+  }
+  void destroy(marker m) const noexcept {
+    if (m != 0) ++world->destroyed;
+  }
+  template <class Free>
+  void give_back(int, Free&& free) const noexcept {
+    free(stream_ref::legacy());
+  }
+};
+
+using pool_type = caching_pool<fake_upstream, fake_order>;
+
+}  // namespace
+
+TEST_CASE("size classes: four per power of two from 256 bytes, never smaller than asked", "[pool]") {
+  CHECK(detail::class_of(1, "t")->bytes == 256);
+  CHECK(detail::class_of(256, "t")->bytes == 256);
+  CHECK(detail::class_of(257, "t")->bytes == 320);
+  CHECK(detail::class_of(512, "t")->bytes == 512);
+  CHECK(detail::class_of(513, "t")->bytes == 640);
+  CHECK(detail::class_of(std::size_t{1} << 20, "t")->bytes == std::size_t{1} << 20);
+  CHECK(detail::class_of((std::size_t{1} << 20) + 1, "t")->bytes == (std::size_t{1} << 20) + (std::size_t{1} << 18));
+  std::set<std::size_t> indices;
+  for (std::size_t bytes = 1; bytes < (std::size_t{1} << 24); bytes = bytes * 3 / 2 + 1) {
+    auto cls = detail::class_of(bytes, "t");
+    REQUIRE(cls);
+    CHECK(cls->bytes >= bytes);
+    CHECK(cls->bytes - bytes <= bytes / 4 + 256);  // at most a quarter wasted (or the 256-byte minimum)
+    CHECK(detail::class_of(cls->bytes, "t")->index == cls->index);  // a class's own size is in that class
+    indices.insert(cls->index);
+  }
+  CHECK(detail::class_of(std::size_t{1} << 62, "t"));
+  auto huge = detail::class_of((std::size_t{1} << 62) + 1, "t");
+  REQUIRE_FALSE(huge);
+  CHECK(huge.error().code() == errc::size_overflow);
+}
+
+TEST_CASE("a caching pool reuses a block on its own stream at once", "[pool]") {
+  fake_world world;
+  fake_upstream upstream;
+  {
+    pool_type pool(upstream, fake_order{&world});
+    const stream_ref a = world.stream(0x1000, 11);
+    world.busy.insert(11);  // the stream is still running: same-stream reuse needs no event
+    void* first = *pool.allocate(a, 1000, 8);
+    pool.deallocate(a, first, 1000, 8);
+    void* second = *pool.allocate(a, 900, 8);  // same class (1024)
+    CHECK(second == first);
+    CHECK(upstream.allocations == 1);
+    auto st = pool.statistics();
+    CHECK(st.reused == 1);
+    CHECK(st.blocks_in_use == 1);
+    CHECK(st.bytes_in_use == 1024);
+    CHECK(st.blocks_cached == 0);
+    void* other_class = *pool.allocate(a, 5000, 8);
+    CHECK(other_class != first);
+    pool.deallocate(a, second, 900, 8);
+    pool.deallocate(a, other_class, 5000, 8);
+    st = pool.statistics();
+    CHECK(st.blocks_in_use == 0);
+    CHECK(st.bytes_in_use == 0);
+    CHECK(st.blocks_cached == 2);
+    CHECK(st.peak_bytes_in_use == 1024 + 5120);
+    pool.release();
+    CHECK(pool.statistics().blocks_cached == 0);
+    CHECK(upstream.live.empty());
+  }
+  CHECK(upstream.live.empty());
+}
+
+TEST_CASE("a block freed on one stream goes to another only once the free's mark is done", "[pool]") {
+  fake_world world;
+  fake_upstream upstream;
+  pool_type pool(upstream, fake_order{&world});
+  const stream_ref a = world.stream(0x1000, 11), b = world.stream(0x2000, 12);
+  world.busy.insert(11);
+  void* on_a = *pool.allocate(a, 4096, 256);
+  pool.deallocate(a, on_a, 4096, 256);
+
+  void* on_b = *pool.allocate(b, 4096, 256);  // a is still busy: a fresh block
+  CHECK(on_b != on_a);
+  CHECK(upstream.allocations == 2);
+  pool.deallocate(b, on_b, 4096, 256);
+
+  world.finish(11);
+  const stream_ref c = world.stream(0x3000, 13);
+  void* on_c = *pool.allocate(c, 4096, 256);  // a is done: its block (the oldest finished) is taken
+  CHECK((on_c == on_a || on_c == on_b));
+  CHECK(pool.statistics().reused_across_streams == 1);
+  CHECK(upstream.allocations == 2);
+  pool.deallocate(c, on_c, 4096, 256);
+  pool.release();
+  CHECK(upstream.live.empty());
+  CHECK(pool.statistics().bytes_in_use == 0);
+}
+
+TEST_CASE("a destroyed stream's handle reused by a new stream inherits nothing unsafe", "[pool]") {
+  fake_world world;
+  fake_upstream upstream;
+  pool_type pool(upstream, fake_order{&world});
+  const stream_ref old_stream = world.stream(0x1000, 21);
+  world.busy.insert(21);
+  void* p = *pool.allocate(old_stream, 100, 8);
+  pool.deallocate(old_stream, p, 100, 8);
+  // The stream is destroyed; a new one gets the same handle but a new id, while the old work still runs.
+  const stream_ref new_stream = world.stream(0x1000, 22);
+  void* q = *pool.allocate(new_stream, 100, 8);
+  CHECK(q != p);
+  pool.deallocate(new_stream, q, 100, 8);
+  pool.release();  // waits for the old stream's mark
+  CHECK(world.waits >= 1);
+  CHECK(upstream.live.empty());
+}
+
+TEST_CASE("trim gives back only finished blocks; release waits for the rest", "[pool]") {
+  fake_world world;
+  fake_upstream upstream;
+  pool_type pool(upstream, fake_order{&world});
+  const stream_ref a = world.stream(0x1000, 31), b = world.stream(0x2000, 32);
+  world.busy.insert(31);
+  void* pa = *pool.allocate(a, 256, 8);
+  void* pb = *pool.allocate(b, 256, 8);
+  pool.deallocate(a, pa, 256, 8);
+  pool.deallocate(b, pb, 256, 8);
+  pool.trim();
+  CHECK(upstream.live.size() == 1);
+  CHECK(upstream.live.count(pa) == 1);
+  CHECK(pool.statistics().blocks_cached == 1);
+  CHECK(world.waits == 0);
+  pool.release();
+  CHECK(upstream.live.empty());
+  CHECK(world.waits == 1);
+  CHECK(world.destroyed == 2);  // both streams' markers
+}
+
+TEST_CASE("out of memory: the pool gives back its cache and retries once", "[pool]") {
+  fake_world world;
+  fake_upstream upstream;
+  upstream.limit_bytes = 3 * 1024;
+  pool_type pool(upstream, fake_order{&world});
+  const stream_ref a = world.stream(0x1000, 41), b = world.stream(0x2000, 42);
+  world.busy.insert(41);
+  void* first = *pool.allocate(a, 2048, 8);
+  pool.deallocate(a, first, 2048, 8);  // cached, a still busy
+  auto second = pool.allocate(b, 3072, 8);  // 2048 cached + 3072 > limit: release, retry
+  REQUIRE(second);
+  CHECK(pool.statistics().out_of_memory_retries == 1);
+  CHECK(world.waits == 1);
+  auto too_big = pool.allocate(b, 4096, 8);  // cannot fit even after the retry
+  REQUIRE_FALSE(too_big);
+  CHECK(too_big.error().cuda_status() == cudaErrorMemoryAllocation);
+  CHECK(pool.statistics().out_of_memory_retries == 2);
+  pool.deallocate(b, *second, 3072, 8);
+  pool.release();
+  CHECK(upstream.live.empty());
+  CHECK(pool.statistics().blocks_in_use == 0);
+}
+
+TEST_CASE("a caching pool refuses bad input cleanly", "[pool]") {
+  fake_world world;
+  fake_upstream upstream;
+  pool_type pool(upstream, fake_order{&world});
+  const stream_ref a = world.stream(0x1000, 51);
+  auto zero = pool.allocate(a, 0, 8);
+  REQUIRE(zero);
+  CHECK(*zero == nullptr);
+  pool.deallocate(a, nullptr, 0, 8);
+  auto odd = pool.allocate(a, 64, 3);
+  REQUIRE_FALSE(odd);
+  CHECK(odd.error().code() == errc::invalid_argument);
+  auto wide = pool.allocate(a, 64, 512);
+  REQUIRE_FALSE(wide);
+  CHECK(wide.error().code() == errc::not_supported);
+  auto huge = pool.allocate(a, ~std::size_t{0}, 8);
+  REQUIRE_FALSE(huge);
+  CHECK(huge.error().code() == errc::size_overflow);
+  world.capturing.insert(51);
+  auto captured = pool.allocate(a, 64, 8);
+  REQUIRE_FALSE(captured);
+  CHECK(captured.error().code() == errc::capture_active);
+  CHECK(upstream.allocations == 0);
+  CHECK(pool.statistics().blocks_in_use == 0);
+}
+
+TEST_CASE("the caching pool is thread-safe", "[pool][concurrent]") {
+  fake_world world;
+  fake_upstream upstream;
+  pool_type pool(upstream, fake_order{&world});
+  std::vector<stream_ref> streams;
+  for (std::uintptr_t i = 0; i < 8; ++i) streams.push_back(world.stream(0x1000 * (i + 1), 100 + i));
+  std::vector<std::thread> threads;
+  std::atomic<int> failures{0};
+  // world's maps are only read from here on (mark writes `pending`, under the pool's mutex).
+  for (std::size_t t = 0; t < 8; ++t) {
+    threads.emplace_back([&, t] {
+      std::vector<void*> held;
+      for (int i = 0; i < 2000; ++i) {
+        const std::size_t bytes = 256u << (i % 6);
+        auto p = pool.allocate(streams[t], bytes, 8);
+        if (!p) {
+          ++failures;
+          continue;
+        }
+        static_cast<unsigned char*>(*p)[0] = static_cast<unsigned char>(t);
+        pool.deallocate(streams[t], *p, bytes, 8);
+      }
+      (void)held;
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  CHECK(failures == 0);
+  CHECK(pool.statistics().blocks_in_use == 0);
+  pool.release();
+  CHECK(upstream.live.empty());
+}
+
+TEST_CASE("limit and statistics adaptors", "[pool]") {
+  fake_upstream upstream;
+  statistics_adaptor<fake_upstream> counted(upstream);
+  limit_adaptor<statistics_adaptor<fake_upstream>> limited(counted, 1000);
+  const stream_ref s = stream_ref::legacy();
+  void* a = *limited.allocate(s, 600, 8);
+  auto over = limited.allocate(s, 401, 8);
+  REQUIRE_FALSE(over);
+  CHECK(over.error().code() == errc::out_of_memory);
+  CHECK(std::string(over.error().message()).find("budget of 1000 bytes") != std::string::npos);
+  CHECK(upstream.allocations == 1);
+  void* b = *limited.allocate(s, 400, 8);  // exactly the budget
+  CHECK(limited.used() == 1000);
+  CHECK(counted.statistics().bytes_outstanding == 1000);
+  CHECK(counted.statistics().blocks_outstanding == 2);
+  CHECK(*limited.allocate(s, 0, 8) == nullptr);
+  limited.deallocate(s, nullptr, 0, 8);
+  limited.deallocate(s, a, 600, 8);
+  CHECK(counted.statistics().bytes_outstanding == 400);
+  CHECK(counted.statistics().peak_bytes == 1000);
+  limited.deallocate(s, b, 400, 8);
+  CHECK(limited.used() == 0);
+  CHECK(counted.statistics().bytes_outstanding == 0);
+  CHECK(counted.statistics().blocks_outstanding == 0);
+  // An upstream failure gives the budget back.
+  upstream.limit_bytes = 100;
+  auto failed = limited.allocate(s, 200, 8);
+  REQUIRE_FALSE(failed);
+  CHECK(limited.used() == 0);
+  CHECK(upstream.live.empty());
+}
+
+namespace {
+struct tagged_resource {
+  using kind = device;
+  int tag = 0;
+  result<void*> allocate(stream_ref, std::size_t, std::size_t) noexcept { return nullptr; }
+  void deallocate(stream_ref, void*, std::size_t, std::size_t) noexcept {}
+};
+}  // namespace
+
+TEST_CASE("the allocator table: register, find, refuse twice, erase, reuse a slot", "[pool][registry]") {
+  detail::allocator_table table;  // a table of the test's own, with made-up stream ids and handles
+  tagged_resource one{1}, two{2};
+  CHECK(table.empty());
+  auto slot = table.insert(7, 0x700, one);
+  REQUIRE(slot);
+  CHECK_FALSE(table.empty());
+  detail::allocator_table::entry found{two, 0};
+  CHECK(table.find(0x700, found));
+  CHECK(found.resource == resource_ref<device>(one));
+  CHECK(found.stream_id == 7);
+  CHECK_FALSE(table.find(0x800, found));
+  auto twice = table.insert(7, 0x700, two);
+  REQUIRE_FALSE(twice);
+  CHECK(twice.error().code() == errc::invalid_argument);
+  table.erase(*slot, 7);
+  CHECK(table.empty());
+  CHECK_FALSE(table.find(0x700, found));
+  auto again = table.insert(9, 0x900, two);
+  REQUIRE(again);
+  CHECK(*again == *slot);  // the freed slot is reused
+  table.erase(*slot, 7);  // a stale erase (another id now) leaves it alone
+  CHECK(table.find(0x900, found));
+  CHECK(found.resource == resource_ref<device>(two));
+  table.erase(*again, 9);
+}
+
+TEST_CASE("the allocator table: a new stream at a destroyed stream's handle takes the handle over",
+          "[pool][registry]") {
+  detail::allocator_table table;
+  tagged_resource old_resource{1}, new_resource{2};
+  auto old_slot = table.insert(7, 0x700, old_resource);  // its stream is destroyed, the registration kept
+  REQUIRE(old_slot);
+  detail::allocator_table::entry found{old_resource, 0};
+  REQUIRE(table.find(0x700, found));
+  CHECK(found.stream_id == 7);  // allocator_for compares this with the stream's id: a new stream would not match
+  auto new_slot = table.insert(8, 0x700, new_resource);  // a new stream (id 8) at the same handle
+  REQUIRE(new_slot);
+  REQUIRE(table.find(0x700, found));
+  CHECK(found.stream_id == 8);
+  CHECK(found.resource == resource_ref<device>(new_resource));
+  table.erase(*new_slot, 8);
+  CHECK_FALSE(table.find(0x700, found));  // the old registration no longer answers for the handle
+  table.erase(*old_slot, 7);
+  CHECK(table.empty());
+}
+
+TEST_CASE("the allocator table is full at its capacity", "[pool][registry]") {
+  auto table = std::make_unique<detail::allocator_table>();
+  tagged_resource r;
+  for (std::uint64_t id = 0; id < detail::allocator_table::capacity; ++id)
+    REQUIRE(table->insert(id + 1, 0x1000 + id, r));
+  auto full = table->insert(100000, 0x100000, r);
+  REQUIRE_FALSE(full);
+  CHECK(full.error().code() == errc::not_supported);
+}
+
+TEST_CASE("the allocator table: lookups race with registrations and never see a torn entry",
+          "[pool][registry][concurrent]") {
+  detail::allocator_table table;
+  tagged_resource a{1}, b{2};
+  std::atomic<bool> stop{false};
+  std::atomic<int> torn{0};
+  std::vector<std::thread> readers;
+  for (int t = 0; t < 4; ++t) {
+    readers.emplace_back([&] {
+      while (!stop.load()) {
+        detail::allocator_table::entry found{a, 0};
+        for (std::uint64_t id = 1; id <= 4; ++id) {
+          if (!table.find(0x100 * id, found)) continue;
+          if (!(found.resource == resource_ref<device>(a) || found.resource == resource_ref<device>(b))) ++torn;
+          // Each id is only ever registered at its own handle, with one resource: odd ids `a`, even ids `b`.
+          if (found.stream_id != id || (id % 2 == 1) != (found.resource == resource_ref<device>(a))) ++torn;
+        }
+      }
+    });
+  }
+  for (int round = 0; round < 20000; ++round) {
+    const std::uint64_t id = 1 + static_cast<std::uint64_t>(round % 4);
+    auto slot = table.insert(id, 0x100 * id, id % 2 == 1 ? resource_ref<device>(a) : resource_ref<device>(b));
+    REQUIRE(slot);
+    table.erase(*slot, id);
+  }
+  stop = true;
+  for (auto& r : readers) r.join();
+  CHECK(torn == 0);
+  CHECK(table.empty());
+}
+
+TEST_CASE("register_allocator refuses the default streams and a moved-from stream without a GPU", "[pool][registry]") {
+  tagged_resource r;
+  auto legacy = register_allocator(stream_ref::legacy(), r);
+  REQUIRE_FALSE(legacy);
+  CHECK(legacy.error().code() == errc::invalid_argument);
+  CHECK(std::string(legacy.error().message()).find("default stream") != std::string::npos);
+  auto per_thread = register_allocator(stream_ref::per_thread(), r);
+  REQUIRE_FALSE(per_thread);
+  CHECK(per_thread.error().code() == errc::invalid_argument);
+  auto moved = register_allocator(stream_ref::from_native_handle(detail::invalid_stream()), r);
+  REQUIRE_FALSE(moved);
+  CHECK(std::string(moved.error().message()).find("moved from") != std::string::npos);
+  // Nothing registered: the lookup is the stream-ordered pool, without a CUDA call.
+  CHECK(allocator_for(stream_ref::legacy()) == default_resource<device>(true));
+}
