@@ -201,6 +201,7 @@ TEST_CASE("registration: buffers allocated on the stream come from it; it goes, 
     REQUIRE_FALSE(refused);
     CHECK(std::string(refused.error().message()).find("default stream") != std::string::npos);
   }
+  after = {};  // freed on `s` while that stream still exists
   stream gone = std::move(s);
   auto moved_from = register_allocator(s, pool);
   REQUIRE_FALSE(moved_from);
