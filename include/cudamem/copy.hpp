@@ -167,7 +167,7 @@ struct fill_fn {
         "element type (3.0f for float, int(x) for int)");
     check_stream_ordered<Dst>();
     constexpr const char* api = "fill";
-    if (!s.valid()) return error(errc::invalid_argument, api, "the stream was moved from");
+    if (!s.valid()) return handle_moved_from(api, "stream");
     plan p;
     CUDAMEM_TRY(plan_fill(p, operand_of(view), sizeof(T), 0, api));
     if (p.dst.empty()) return {};

@@ -244,7 +244,7 @@ class pitched_buffer {
   /// As allocate(width, height, s), from `resource`. Errors: also whatever the resource reports.
   [[nodiscard]] static result<pitched_buffer> allocate(std::size_t width, std::size_t height, stream_ref s,
                                                        resource_ref<Kind> resource) noexcept {
-    if (!s.valid()) return error(errc::invalid_argument, api, "the stream was moved from");
+    if (!s.valid()) return detail::handle_moved_from(api, "stream");
     device_id where = device_id::host();
     if constexpr (!std::is_same_v<Kind, host> && !std::is_same_v<Kind, pinned>) {
       auto stream_device = s.device();

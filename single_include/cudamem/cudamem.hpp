@@ -2500,7 +2500,7 @@ inline status run_sync(const plan& p, const char* api) noexcept {
 /// Enqueues a plan on `s`. Does not synchronize.
 inline status run_async(const plan& p, stream_ref s, const char* api) noexcept {
   if (!s.valid()) [[unlikely]]
-    return error(errc::invalid_argument, api, "the stream was moved from");
+    return handle_moved_from(api, "stream");
   if (p.dst.empty()) return {};
   status done = enqueue(p, s, api);
   if (done || done.error() != cudaErrorInvalidValue) [[likely]]
@@ -2795,7 +2795,7 @@ struct fill_fn {
         "element type (3.0f for float, int(x) for int)");
     check_stream_ordered<Dst>();
     constexpr const char* api = "fill";
-    if (!s.valid()) return error(errc::invalid_argument, api, "the stream was moved from");
+    if (!s.valid()) return handle_moved_from(api, "stream");
     plan p;
     CUDAMEM_TRY(plan_fill(p, operand_of(view), sizeof(T), 0, api));
     if (p.dst.empty()) return {};
@@ -3382,7 +3382,7 @@ class pitched_buffer {
   /// As allocate(width, height, s), from `resource`. Errors: also whatever the resource reports.
   [[nodiscard]] static result<pitched_buffer> allocate(std::size_t width, std::size_t height, stream_ref s,
                                                        resource_ref<Kind> resource) noexcept {
-    if (!s.valid()) return error(errc::invalid_argument, api, "the stream was moved from");
+    if (!s.valid()) return detail::handle_moved_from(api, "stream");
     device_id where = device_id::host();
     if constexpr (!std::is_same_v<Kind, host> && !std::is_same_v<Kind, pinned>) {
       auto stream_device = s.device();

@@ -236,7 +236,7 @@ inline status run_sync(const plan& p, const char* api) noexcept {
 /// Enqueues a plan on `s`. Does not synchronize.
 inline status run_async(const plan& p, stream_ref s, const char* api) noexcept {
   if (!s.valid()) [[unlikely]]
-    return error(errc::invalid_argument, api, "the stream was moved from");
+    return handle_moved_from(api, "stream");
   if (p.dst.empty()) return {};
   status done = enqueue(p, s, api);
   if (done || done.error() != cudaErrorInvalidValue) [[likely]]
