@@ -160,9 +160,10 @@ class buffer {
   buffer(T* data, std::size_t count, device_id id, stream_ref s, resource_ref<Kind> r) noexcept
       : data_(data), size_(count), device_(id), stream_(s), resource_(r) {}
 
-  // `id` made current while the guard lives; none for host memory, which needs no device.
-  static std::optional<result<device_guard>> make_current(device_id id) noexcept {
-    if (id.is_host()) return std::nullopt;
+  // `id` made current while the guard lives; none for host memory, which needs no device, nor for a resource that
+  // selects the device of the (non-default) stream itself.
+  static std::optional<result<device_guard>> make_current(device_id id, stream_ref s, resource_ref<Kind> r) noexcept {
+    if (id.is_host() || (r.selects_device() && !detail::is_default_stream(s.get()))) return std::nullopt;
     return device_guard::set(id);
   }
 
@@ -171,7 +172,7 @@ class buffer {
     auto bytes = detail::bytes_of(count, sizeof(T), api);
     if (!bytes) return bytes.error();
     if (*bytes == 0) return buffer(nullptr, 0, id, s, r);
-    auto guard = make_current(id);
+    auto guard = make_current(id, s, r);
     if (guard && !*guard) return guard->error().with_api(api);
     auto raw = r.allocate(s, *bytes, alignof(T));
     if (!raw) return raw.error().with_api(api);
@@ -188,9 +189,9 @@ class buffer {
 
   void free() noexcept {
     if (data_ == nullptr) return;
-    auto guard = make_current(device_);  // a failure leaves the current device: still free
     // A default stream means "the one current when used": free on the legacy stream of our device.
     const stream_ref on = detail::is_default_stream(stream_.get()) ? stream_ref::legacy() : stream_;
+    auto guard = make_current(device_, on, resource_);  // a failure leaves the current device: still free
     resource_.deallocate(on, data_, size_bytes(), alignof(T));
     forget();
   }

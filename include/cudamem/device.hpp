@@ -4,6 +4,7 @@
 /// library needs (`max_pitch`, `compute_capability`).
 #pragma once
 
+#include <cudamem/detail/driver.hpp>
 #include <cudamem/detail/unique_handle.hpp>
 #include <cudamem/error.hpp>
 
@@ -35,8 +36,8 @@ class device_id {
 
 /// The calling thread's current device. Errors: CUDA errors (no device, no driver).
 [[nodiscard]] inline result<device_id> current_device() noexcept {
-  int ordinal = 0;
-  CUDAMEM_TRY(detail::check(cudaGetDevice(&ordinal), "current_device", "cudaGetDevice"));
+  int ordinal = detail::driver_current_device();
+  if (ordinal < 0) CUDAMEM_TRY(detail::check(cudaGetDevice(&ordinal), "current_device", "cudaGetDevice"));
   return device_id(ordinal);
 }
 
@@ -101,7 +102,8 @@ class device_guard {
   /// Makes `id` current (if it is not already: then nothing will be restored). Errors: out_of_range (`id` names
   /// no device); CUDA errors. On error the current device is unchanged.
   [[nodiscard]] static result<device_guard> set(device_id id) noexcept {
-    int previous = 0;
+    int previous = detail::driver_current_device();
+    if (previous == id.get()) return device_guard(previous, false);
     CUDAMEM_TRY(detail::check(cudaGetDevice(&previous), "device_guard::set", "cudaGetDevice"));
     if (previous != id.get()) {
       CUDAMEM_TRY(detail::check_device(id, "device_guard::set"));
@@ -111,9 +113,9 @@ class device_guard {
   }
   /// A guard that keeps the current device and restores nothing. Errors: CUDA errors (no device, no driver).
   [[nodiscard]] static result<device_guard> keep_current() noexcept {
-    int current = 0;
-    CUDAMEM_TRY(detail::check(cudaGetDevice(&current), "device_guard::keep_current", "cudaGetDevice"));
-    return device_guard(current, false);
+    auto current = current_device();
+    if (!current) return current.error().with_api("device_guard::keep_current");
+    return device_guard(current->get(), false);
   }
   [[nodiscard]] device_id previous() const noexcept { return previous_; }  ///< Current before; restored if switched.
 

@@ -16,10 +16,11 @@
 #include <cudamem/registry.hpp>
 #include <cudamem/resource.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <memory>
 #include <mutex>
-#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -46,13 +47,16 @@ inline bool is_out_of_memory(const error& e) noexcept {
 }
 }  // namespace detail
 
-/// What a caching_pool holds and has done (a snapshot).
+/// What a caching_pool holds and has done (a snapshot; each stream's counters are read under its lock, one at a
+/// time).
 struct caching_statistics {
   std::size_t bytes_in_use = 0;           ///< bytes handed out and not yet freed (by size class)
   std::size_t blocks_in_use = 0;          ///< blocks handed out and not yet freed
-  std::size_t peak_bytes_in_use = 0;      ///< the most bytes_in_use has been
-  std::size_t bytes_cached = 0;           ///< bytes freed into the pool, not yet given back upstream
-  std::size_t blocks_cached = 0;          ///< blocks freed into the pool, not yet given back upstream
+  std::size_t bytes_reserved = 0;         ///< bytes taken from the upstream and not given back (in use or cached)
+  std::size_t blocks_reserved = 0;        ///< blocks taken from the upstream and not given back
+  std::size_t peak_bytes_reserved = 0;    ///< the most bytes_reserved has been
+  std::size_t bytes_cached = 0;           ///< bytes_reserved - bytes_in_use: freed into the pool
+  std::size_t blocks_cached = 0;          ///< blocks_reserved - blocks_in_use
   std::size_t reused = 0;                 ///< allocations served from the cache
   std::size_t reused_across_streams = 0;  ///< of those, blocks freed on another stream
   std::size_t upstream_allocations = 0;   ///< allocations the upstream served
@@ -60,196 +64,327 @@ struct caching_statistics {
 };
 
 /// Caches blocks of `Upstream` (any resource) in free lists per (stream, size class: four per power of two from 256
-/// bytes). A block freed on stream A is reused on A at once (stream order makes that safe) and on another stream B
-/// of A's device only after an event recorded on A at the free has completed (cudaEventQuery: B never waits for A,
-/// and A's busy blocks are passed over). On out-of-memory it waits for and gives back every cached block, then
-/// retries once. Thread-safe (one mutex). Refuses a capturing stream (capture_active): register device_pool_resource
-/// on streams you capture. Blocks still in use when it is destroyed are lost to it; it must outlive its buffers.
+/// bytes). A block freed on stream A is reused on A at once (stream order makes that safe). Another stream B of A's
+/// device takes it only once an event recorded on A after the free has completed (B never waits for A): A records
+/// that event the next time it allocates or frees after some stream found A's blocks unmarked, so a stream that
+/// keeps to its own blocks records nothing. On out-of-memory it gives back every cached block (waiting for their
+/// streams, or for the device where no event covers a block) and retries once.
+///
+/// Thread-safe, with one lock per stream: threads on their own streams do not contend. The hot path makes two
+/// driver calls (capture status; the stream's id when allocating) and no runtime call. Serves up to max_streams
+/// streams at a time with a cache; a stream beyond that, or one whose handle CUDA reused for a new stream, is still
+/// served correctly. Refuses a capturing stream (capture_active): register device_pool_resource on streams you
+/// capture. It must outlive its buffers; blocks still in use when it is destroyed are lost to it.
 template <class Upstream, class StreamOrder = detail::cuda_stream_order>
 class caching_pool {
  public:
   using kind = typename Upstream::kind;  ///< the upstream's kind
   static constexpr std::size_t block_alignment = 256;  ///< every block is this aligned (CUDA's guarantee)
+  static constexpr std::size_t max_streams = 64;       ///< streams with a cache at once
+  static constexpr bool selects_device = true;  ///< it makes the stream's device current for the upstream's calls
 
   /// A pool over `upstream`, which must outlive it; `order` is how streams are told apart and ordered (CUDA events).
   explicit caching_pool(Upstream& upstream, StreamOrder order = {}) noexcept
       : upstream_(upstream), order_(std::move(order)) {}
   caching_pool(const caching_pool&) = delete;
   caching_pool& operator=(const caching_pool&) = delete;
-  ~caching_pool() { release(); }  ///< Gives every cached block back (waits for their streams).
+  /// Gives every cached block back (waits for their streams).
+  ~caching_pool() {
+    release();
+    for (auto& st : states_) order_.destroy(st->event);
+  }
 
   /// A block of at least `bytes` usable on `s` in its order; does not synchronize. Errors: invalid_argument
-  /// (alignment not a power of two); not_supported (alignment > 256); size_overflow; capture_active; the upstream's
-  /// (out of memory: after giving back the cache and retrying once).
+  /// (alignment not a power of two; a moved-from stream); not_supported (alignment > 256); size_overflow;
+  /// capture_active; the upstream's (out of memory: after giving back the cache and retrying once).
   [[nodiscard]] result<void*> allocate(stream_ref s, std::size_t bytes, std::size_t alignment) noexcept {
     constexpr const char* api = "caching_pool::allocate";
     CUDAMEM_TRY(detail::check_alignment(alignment, api));
     if (bytes == 0) return nullptr;
     auto cls = detail::class_of(bytes, api);
     if (!cls) return cls.error();
-    auto key = order_.identify(s, api);
-    if (!key) return key.error();
-    {
-      const std::lock_guard<std::mutex> lock(mutex_);
-      if (void* cached = take_cached(state_of(*key), *cls)) return cached;
+    CUDAMEM_TRY(order_.usable(s, api));
+    stream_state* st = detail::is_default_stream(s.get()) ? &overflow_ : find(s.get());
+    const std::uint64_t disowned = detail::disowned_count().load(std::memory_order_acquire);
+    if (st != &overflow_ && !(st != nullptr && detail::from_owner(s) && st->confirmed.load() == disowned)) {
+      auto id = order_.id(s, api);  // the handle may be a destroyed stream's, reused
+      if (!id) return id.error();
+      if (st == nullptr || st->id != *id) {
+        auto made = adopt(s, *id, api);
+        if (!made) return made.error();
+        st = *made;
+      }
+      if (detail::from_owner(s)) st->confirmed.store(disowned);
     }
-    auto fresh = upstream_.allocate(s, cls->bytes, block_alignment);
+    if (st != &overflow_) {
+      if (void* own = take_own(*st, *cls, s)) return own;
+      if (void* other = take_other(*st, *cls)) return other;
+    }
+    const int device = device_for(st, s);
+    auto from_upstream = [&] {
+      return order_.on_device(device, [&] { return upstream_.allocate(s, cls->bytes, block_alignment); });
+    };
+    auto fresh = from_upstream();
     if (!fresh && detail::is_out_of_memory(fresh.error())) {
       release();
-      count([](caching_statistics& st) { ++st.out_of_memory_retries; });
-      fresh = upstream_.allocate(s, cls->bytes, block_alignment);
+      retries_.fetch_add(1, std::memory_order_relaxed);
+      fresh = from_upstream();
     }
     if (!fresh) return fresh.error();
-    count([&](caching_statistics& st) {
-      ++st.upstream_allocations;
-      hand_out(st, cls->bytes);
-    });
+    reserve(cls->bytes, 1);
+    const std::lock_guard<detail::spin_lock> lock(st->lock);
+    st->hand_out(cls->bytes);
     return *fresh;
   }
-  /// Takes a block back into the cache for `s` (the stream its last use was queued on); does not synchronize. A
-  /// stream the pool cannot use (capturing, moved from) gets it straight back to the upstream, and the release
+  /// Takes a block back into the cache of `s` (the stream its last use was queued on); does not synchronize. A
+  /// stream the pool cannot cache for (capturing, moved from) gets it straight back to the upstream, and the release
   /// handler hears why.
   void deallocate(stream_ref s, void* p, std::size_t bytes, std::size_t) noexcept {
     if (p == nullptr) return;
     constexpr const char* api = "caching_pool::deallocate";
     const detail::size_class cls = detail::class_of(bytes, api).value_or(detail::size_class{0, bytes});
-    auto key = order_.identify(s, api);
-    status marked = key ? status() : status(key.error());
-    if (key) {
-      const std::lock_guard<std::mutex> lock(mutex_);
-      const std::size_t index = state_of(*key);
-      stream_state& st = streams_[index];
-      marked = order_.mark(st.event, st.device, s);
-      if (marked) {
-        lists_[list_key(index, cls)].push_back(block{p, cls.bytes, ++st.recorded});
-        stats_.bytes_cached += cls.bytes;
-        ++stats_.blocks_cached;
-        take_back(stats_, cls.bytes);
-        return;
-      }
+    status usable = order_.usable(s, api);
+    stream_state* st = !usable ? nullptr : detail::is_default_stream(s.get()) ? &overflow_ : find(s.get());
+    if (usable && st == nullptr) {
+      auto id = order_.id(s, api);
+      auto made = id ? adopt(s, *id, api) : result<stream_state*>(id.error());
+      if (made) st = *made;
+      else (void)(usable = made.error());
     }
-    report_release_failure(marked.error());
-    upstream_.deallocate(s, p, cls.bytes, block_alignment);
-    count([&](caching_statistics& st) { take_back(st, cls.bytes); });
+    if (st != nullptr && st != &overflow_) {
+      const std::lock_guard<detail::spin_lock> lock(st->lock);
+      st->lists[cls.index].push_back(block{p, ++st->frees});
+      st->take_back(cls.bytes);
+      if (st->demanded) mark(*st, s);
+      return;
+    }
+    if (!usable) report_release_failure(usable.error());
+    order_.on_device(device_for(st, s), [&] { upstream_.deallocate(s, p, cls.bytes, block_alignment); });
+    reserve(0 - cls.bytes, std::size_t(0) - 1);
+    const std::lock_guard<detail::spin_lock> lock(overflow_.lock);
+    overflow_.take_back(cls.bytes);
   }
 
-  /// Gives the upstream every cached block whose stream has finished with it; does not wait.
+  /// Gives the upstream every cached block known to be done; does not wait. Streams with blocks no event covers yet
+  /// are asked to record one, so a later trim can give those back too.
   void trim() noexcept { give_back(false); }
-  /// Waits for the streams of all cached blocks, then gives every one to the upstream; synchronizes (per event).
+  /// Waits for the streams of all cached blocks (or their devices, where no event covers a block), then gives every
+  /// one to the upstream; synchronizes.
   void release() noexcept { give_back(true); }
   /// A snapshot of the counters.
   [[nodiscard]] caching_statistics statistics() const noexcept {
-    const std::lock_guard<std::mutex> lock(mutex_);
-    return stats_;
+    caching_statistics out;
+    {
+      const std::lock_guard<std::mutex> lock(mutex_);
+      for (const auto& st : states_) add(out, *st);
+      add(out, overflow_);
+    }
+    out.bytes_reserved = reserved_bytes_.load(std::memory_order_relaxed);
+    out.blocks_reserved = reserved_blocks_.load(std::memory_order_relaxed);
+    out.peak_bytes_reserved = peak_.load(std::memory_order_relaxed);
+    out.bytes_cached = out.bytes_reserved - out.bytes_in_use;
+    out.blocks_cached = out.blocks_reserved - out.blocks_in_use;
+    out.upstream_allocations = upstream_allocations_.load(std::memory_order_relaxed);
+    out.out_of_memory_retries = retries_.load(std::memory_order_relaxed);
+    return out;
   }
 
  private:
   using marker = typename StreamOrder::marker;
-  struct stream_state {
-    detail::stream_key key;
-    int device;
-    marker event{};
-    std::uint64_t recorded = 0, passed = 0;  // frees marked so far; frees known done
-  };
   struct block {
     void* address;
-    std::size_t bytes;
     std::uint64_t mark;  // the stream's free count when it came back
   };
-  // Free lists are keyed on (stream index, size class index).
-  static std::uint64_t list_key(std::size_t stream_index, detail::size_class cls) noexcept {
-    return (std::uint64_t{stream_index} << 16) | cls.index;
-  }
-  static void hand_out(caching_statistics& st, std::size_t bytes) noexcept {
-    st.bytes_in_use += bytes;
-    ++st.blocks_in_use;
-    if (st.bytes_in_use > st.peak_bytes_in_use) st.peak_bytes_in_use = st.bytes_in_use;
-  }
-  static void take_back(caching_statistics& st, std::size_t bytes) noexcept {
-    st.bytes_in_use -= bytes;
-    --st.blocks_in_use;
-  }
-  template <class Update>
-  void count(Update&& update) noexcept {
-    const std::lock_guard<std::mutex> lock(mutex_);
-    update(stats_);
-  }
+  // One stream (its handle and id never change; a new stream at the same handle gets a new state). The counters
+  // wrap: a block handed out by one stream and freed on another counts on both, and only the sums mean anything.
+  struct alignas(64) stream_state {
+    stream_state(cudaStream_t h, std::uint64_t i, int d) noexcept : handle(h), id(i), device(d) {}
+    const cudaStream_t handle;  // the first cache line is read by every thread's find(): nothing written often
+    const std::uint64_t id;
+    const int device;
+    alignas(64) mutable detail::spin_lock lock;
+    std::atomic<std::uint64_t> confirmed{~std::uint64_t{0}};  // see allocate
+    bool demanded = false;   // another stream found blocks of ours no event covers: record one at our next call
+    bool retired = false;    // its stream is gone: never marked again
+    marker event{};
+    std::uint64_t frees = 0, recorded = 0, passed = 0;  // frees so far; frees the last record covers; known done
+    std::size_t bytes_in_use = 0, blocks_in_use = 0, reused = 0, reused_across = 0;
+    std::vector<block> lists[detail::size_classes];
+    void hand_out(std::size_t bytes) noexcept {
+      bytes_in_use += bytes;
+      ++blocks_in_use;
+    }
+    void take_back(std::size_t bytes) noexcept {
+      bytes_in_use -= bytes;
+      --blocks_in_use;
+    }
+  };
 
-  // The index of the stream's state, added on first sight. Under the mutex.
-  std::size_t state_of(detail::stream_key key) {
-    for (std::size_t i = 0; i < streams_.size(); ++i)
-      if (streams_[i].key.id == key.id && streams_[i].device == key.device) return i;
-    streams_.push_back(stream_state{key, key.device});
-    return streams_.size() - 1;
+  static void add(caching_statistics& out, const stream_state& st) noexcept {
+    const std::lock_guard<detail::spin_lock> lock(st.lock);
+    out.bytes_in_use += st.bytes_in_use;
+    out.blocks_in_use += st.blocks_in_use;
+    out.reused += st.reused;
+    out.reused_across_streams += st.reused_across;
   }
-  // Whether the free that cached `b` on stream `owner` is known to be done, asking the event at most once.
+  void reserve(std::size_t bytes, std::size_t blocks) noexcept {  // negative as wrapped unsigned
+    const std::size_t now = reserved_bytes_.fetch_add(bytes, std::memory_order_relaxed) + bytes;
+    reserved_blocks_.fetch_add(blocks, std::memory_order_relaxed);
+    if (blocks == 1) upstream_allocations_.fetch_add(1, std::memory_order_relaxed);
+    std::size_t peak = peak_.load(std::memory_order_relaxed);
+    while (blocks == 1 && now > peak && !peak_.compare_exchange_weak(peak, now, std::memory_order_relaxed)) {}
+  }
+  // The device to make current for the upstream: the stream's (-1: the current one, for a default stream, whose
+  // buffer made its device current, or a stream CUDA cannot name now).
+  int device_for(const stream_state* st, stream_ref s) const noexcept {
+    if (st != nullptr && st != &overflow_) return st->device;
+    if (!s.valid() || detail::is_default_stream(s.get())) return -1;
+    return order_.device(s, "caching_pool").value_or(-1);
+  }
+  // Records the stream's event; its frees so far become reusable elsewhere once it completes. Under st.lock.
+  void mark(stream_state& st, stream_ref s) noexcept {
+    if (const status marked = order_.mark(st.event, st.device, s); !marked) {
+      report_release_failure(marked.error());
+      return;
+    }
+    st.recorded = st.frees;
+    st.demanded = false;
+  }
+  // Whether the free that cached `b` on `owner` is known to be done, asking the event at most once. Under the lock.
   bool is_done(stream_state& owner, const block& b) noexcept {
     if (b.mark <= owner.passed) return true;
+    if (b.mark > owner.recorded) return false;
     if (owner.recorded > owner.passed && order_.passed(owner.event)) owner.passed = owner.recorded;
     return b.mark <= owner.passed;
   }
-  // A cached block of class `cls` for stream `me`: its own newest, else the oldest finished one of a stream of the
-  // same device. Under the mutex.
-  void* take_cached(std::size_t me, detail::size_class cls) noexcept {
-    auto take = [&](std::vector<block>& list, std::size_t at, bool across) {
-      void* address = list[at].address;
-      list.erase(list.begin() + static_cast<std::ptrdiff_t>(at));
-      stats_.bytes_cached -= cls.bytes;
-      --stats_.blocks_cached;
-      ++stats_.reused;
-      if (across) ++stats_.reused_across_streams;
-      hand_out(stats_, cls.bytes);
-      return address;
-    };
-    if (auto own = lists_.find(list_key(me, cls)); own != lists_.end() && !own->second.empty())
-      return take(own->second, own->second.size() - 1, false);
-    for (std::size_t other = 0; other < streams_.size(); ++other) {
-      if (other == me || streams_[other].device != streams_[me].device) continue;
-      auto list = lists_.find(list_key(other, cls));
-      if (list != lists_.end() && !list->second.empty() && is_done(streams_[other], list->second.front()))
-        return take(list->second, 0, true);
+
+  // The live state for a handle: no lock, no CUDA call.
+  stream_state* find(cudaStream_t handle) const noexcept {
+    const std::size_t used = used_.load(std::memory_order_acquire);
+    for (std::size_t i = 0; i < used; ++i) {
+      stream_state* st = slots_[i].load(std::memory_order_acquire);
+      if (st != nullptr && st->handle == handle) return st;
     }
     return nullptr;
   }
-  // Moves the blocks to give back out of the lists (all, or the finished ones), then frees them outside the lock.
+  // The state for stream `id` at `s`'s handle, made on first sight. A state at the handle with another id belongs
+  // to a destroyed stream: it retires (its blocks wait for trim or release). With every slot taken by a stream
+  // that has cached blocks, the overflow state, which caches nothing.
+  result<stream_state*> adopt(stream_ref s, std::uint64_t id, const char* api) noexcept {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    std::size_t slot = max_streams, used = used_.load(std::memory_order_relaxed);
+    for (std::size_t i = 0; i < used && slot == max_streams; ++i) {
+      stream_state* st = slots_[i].load(std::memory_order_relaxed);
+      if (st->handle != s.get()) continue;
+      if (st->id == id) return st;
+      slot = i;
+    }
+    for (std::size_t i = 0; i < used && slot == max_streams && used == max_streams; ++i)
+      if (const std::lock_guard<detail::spin_lock> held(slots_[i].load()->lock); newest(*slots_[i].load()) == 0)
+        slot = i;
+    if (slot == max_streams && used == max_streams) return &overflow_;
+    auto device = order_.device(s, api);
+    if (!device) return device.error();
+    states_.push_back(std::make_unique<stream_state>(s.get(), id, *device));
+    if (slot == max_streams) {
+      slot = used;
+      used_.store(used + 1, std::memory_order_release);
+    } else {
+      const std::lock_guard<detail::spin_lock> held(slots_[slot].load()->lock);
+      slots_[slot].load()->retired = true;
+    }
+    slots_[slot].store(states_.back().get(), std::memory_order_release);
+    return states_.back().get();
+  }
+  // The mark of the newest cached block (marks start at 1); 0: none cached. Under the state's lock.
+  static std::uint64_t newest(const stream_state& st) noexcept {
+    std::uint64_t mark = 0;
+    for (const auto& list : st.lists)
+      if (!list.empty()) mark = std::max(mark, list.back().mark);
+    return mark;
+  }
+
+  // The newest block of class `cls` freed on `st`'s own stream.
+  void* take_own(stream_state& st, detail::size_class cls, stream_ref s) noexcept {
+    const std::lock_guard<detail::spin_lock> lock(st.lock);
+    if (st.demanded) mark(st, s);
+    auto& list = st.lists[cls.index];
+    if (list.empty()) return nullptr;
+    void* address = list.back().address;
+    list.pop_back();
+    st.hand_out(cls.bytes);
+    ++st.reused;
+    return address;
+  }
+  // The oldest finished block of class `cls` of another stream of `me`'s device. A stream whose oldest block no
+  // event covers is asked to record one.
+  void* take_other(stream_state& me, detail::size_class cls) noexcept {
+    const std::size_t used = used_.load(std::memory_order_acquire);
+    for (std::size_t i = 0; i < used; ++i) {
+      stream_state* other = slots_[i].load(std::memory_order_acquire);
+      if (other == &me || other->device != me.device) continue;
+      const std::unique_lock<detail::spin_lock> lock(other->lock, std::try_to_lock);
+      auto& list = other->lists[cls.index];
+      if (!lock || list.empty()) continue;
+      if (!is_done(*other, list.front())) {
+        if (list.front().mark > other->recorded) other->demanded = true;
+        continue;
+      }
+      void* address = list.front().address;
+      list.erase(list.begin());
+      other->hand_out(cls.bytes);
+      ++other->reused;
+      ++other->reused_across;
+      return address;
+    }
+    return nullptr;
+  }
+  // Takes the blocks to give back out of the lists (all, or the finished ones), then frees them without a lock.
   void give_back(bool wait) noexcept {
-    std::vector<std::pair<int, block>> leaving;
+    std::vector<std::pair<int, std::pair<void*, std::size_t>>> leaving;
     {
       const std::lock_guard<std::mutex> lock(mutex_);
-      for (auto& [key, list] : lists_) {
-        if (list.empty()) continue;
-        stream_state& owner = streams_[static_cast<std::size_t>(key >> 16)];
-        if (wait && owner.recorded > owner.passed) {
-          order_.wait(owner.event);
-          owner.passed = owner.recorded;
+      std::vector<int> synchronized;
+      for (auto& held : states_) {
+        stream_state& st = *held;
+        const std::lock_guard<detail::spin_lock> st_lock(st.lock);
+        const std::uint64_t cached = newest(st);
+        if (cached == 0) continue;
+        if (wait && cached > st.recorded) {
+          const bool done = std::find(synchronized.begin(), synchronized.end(), st.device) != synchronized.end();
+          if (done || order_.wait_device(st.device)) {
+            synchronized.push_back(st.device);
+            st.passed = st.frees;
+          }
+        } else if (wait && st.recorded > st.passed) {
+          order_.wait(st.event);
+          st.passed = st.recorded;
         }
-        std::size_t done = 0;
-        while (done < list.size() && is_done(owner, list[done])) ++done;
-        for (std::size_t i = 0; i < done; ++i) {
-          leaving.emplace_back(owner.device, list[i]);
-          stats_.bytes_cached -= list[i].bytes;
-          --stats_.blocks_cached;
+        if (!wait && cached > st.recorded && !st.retired) st.demanded = true;
+        for (std::size_t c = 0; c < detail::size_classes; ++c) {
+          auto& list = st.lists[c];
+          std::size_t done = 0;
+          while (done < list.size() && is_done(st, list[done])) ++done;
+          const std::size_t bytes = detail::size_class_bytes(c);
+          for (std::size_t i = 0; i < done; ++i) leaving.push_back({st.device, {list[i].address, bytes}});
+          list.erase(list.begin(), list.begin() + static_cast<std::ptrdiff_t>(done));
         }
-        list.erase(list.begin(), list.begin() + static_cast<std::ptrdiff_t>(done));
       }
-      if (wait) forget_streams();
     }
-    for (auto& [device, b] : leaving)
-      order_.give_back(device, [&](stream_ref s) { upstream_.deallocate(s, b.address, b.bytes, block_alignment); });
-  }
-  // After release(): no block is cached, so the per-stream state (one event each) can go.
-  void forget_streams() noexcept {
-    for (stream_state& st : streams_) order_.destroy(st.event);
-    streams_.clear();
-    lists_.clear();
+    for (auto& [device, b] : leaving) {
+      order_.give_back(device, [&](stream_ref s) { upstream_.deallocate(s, b.first, b.second, block_alignment); });
+      reserve(0 - b.second, std::size_t(0) - 1);
+    }
   }
 
   Upstream& upstream_;
   [[no_unique_address]] StreamOrder order_;
-  mutable std::mutex mutex_;
-  std::vector<stream_state> streams_;
-  std::unordered_map<std::uint64_t, std::vector<block>> lists_;
-  caching_statistics stats_;
+  mutable std::mutex mutex_;  // states_ and slot changes
+  std::vector<std::unique_ptr<stream_state>> states_;  // every state made, live or retired, until destruction
+  std::atomic<stream_state*> slots_[max_streams] = {};
+  std::atomic<std::size_t> used_{0};
+  stream_state overflow_{nullptr, 0, -1};
+  std::atomic<std::size_t> reserved_bytes_{0}, reserved_blocks_{0}, peak_{0}, upstream_allocations_{0}, retries_{0};
 };
 static_assert(memory_resource_for<caching_pool<device_pool_resource>, device>);
 

@@ -35,11 +35,13 @@ struct CUDAMEM_DETAIL_PROCESS_WIDE allocator_table {
     std::atomic<std::uint64_t> stream_id{no_stream};
     std::atomic<std::uintptr_t> handle{0};     // 0: none (free, or its stream is known to be gone)
     std::atomic<std::uintptr_t> words[2]{};  // the resource_ref's two pointers
+    std::atomic<std::uint64_t> confirmed{no_stream};  // disowned_count() when a stream object's ref last matched
   };
   /// What a lookup finds: the resource and the id of the stream it was registered for.
   struct entry {
     resource_ref<device> resource;
     std::uint64_t stream_id;
+    std::size_t slot;
   };
 
   /// Registers `r` for stream `id` at `handle`; returns the slot index. A slot that holds `handle` under another id
@@ -100,6 +102,7 @@ struct CUDAMEM_DETAIL_PROCESS_WIDE allocator_table {
         if (s.version.load(std::memory_order_relaxed) != before) continue;
         std::memcpy(static_cast<void*>(&out.resource), words, sizeof words);
         out.stream_id = id;
+        out.slot = i;
         return true;
       }
     }
@@ -117,6 +120,7 @@ struct CUDAMEM_DETAIL_PROCESS_WIDE allocator_table {
   static void write(slot& s, std::uint64_t id, std::uintptr_t handle, const std::uintptr_t (&words)[2]) noexcept {
     // Odd while it changes; release stores of the data, so a reader that sees new data sees the odd version too.
     s.version.fetch_add(1, std::memory_order_relaxed);
+    s.confirmed.store(no_stream, std::memory_order_relaxed);
     s.words[0].store(words[0], std::memory_order_release);
     s.words[1].store(words[1], std::memory_order_release);
     s.stream_id.store(id, std::memory_order_release);
@@ -130,7 +134,7 @@ struct CUDAMEM_DETAIL_PROCESS_WIDE allocator_table {
 inline result<std::uint64_t> stream_id(stream_ref s, const char* api) noexcept {
   if (!s.valid()) return handle_moved_from(api, "stream");
   unsigned long long id = 0;
-  CUDAMEM_TRY(check(cudaStreamGetId(s.get(), &id), api, "cudaStreamGetId"));
+  CUDAMEM_TRY(check(stream_unique_id(s.get(), &id), api, "cudaStreamGetId"));
   return static_cast<std::uint64_t>(id);
 }
 inline std::uintptr_t handle_key(stream_ref s) noexcept { return reinterpret_cast<std::uintptr_t>(s.get()); }
@@ -195,28 +199,34 @@ class registration {
 }
 
 /// The resource registered on `s`, else default_resource<device>(true) (the stream-ordered pool). Does not
-/// synchronize. No CUDA call while nothing is registered, for a default stream, or for a stream with no registration
-/// at its handle; else cudaStreamIsCapturing and cudaStreamGetId, whose id must match the registration's, so a stream
-/// created at a destroyed stream's handle gets the default. During a capture CUDA gives no id and the handle decides:
-/// drop a registration before destroying its stream. A moved-from stream or a failed query gives the default, whose
-/// allocate then reports the problem.
+/// synchronize. No CUDA call while nothing is registered, for a default stream, for a stream with no registration
+/// at its handle, or for a stream object's ref() that matched before while no stream object has been destroyed or
+/// released since. Else cudaStreamIsCapturing and cudaStreamGetId, whose id must match the registration's, so a
+/// stream created at a destroyed stream's handle gets the default. During a capture CUDA gives no id and the handle
+/// decides: drop a registration before destroying its stream. A moved-from stream or a failed query gives the
+/// default, whose allocate then reports the problem.
 [[nodiscard]] inline resource_ref<device> allocator_for(stream_ref s) noexcept {
   const resource_ref<device> fallback = default_resource<device>(true);
-  const detail::allocator_table& table = detail::allocators();
+  detail::allocator_table& table = detail::allocators();
   if (table.empty() || !s.valid() || detail::is_default_stream(s.get())) return fallback;
-  detail::allocator_table::entry found{fallback, 0};
+  detail::allocator_table::entry found{fallback, 0, 0};
   if (!table.find(detail::handle_key(s), found)) return fallback;
+  std::atomic<std::uint64_t>& confirmed = table.slots[found.slot].confirmed;
+  const std::uint64_t disowned = detail::disowned_count().load(std::memory_order_acquire);
+  if (detail::from_owner(s) && confirmed.load(std::memory_order_relaxed) == disowned) return found.resource;
   const cudaError_t earlier = cudaPeekAtLastError();
   cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
   unsigned long long id = 0;
-  cudaError_t code = cudaStreamIsCapturing(s.get(), &capture);
+  cudaError_t code = detail::stream_capture_status(s.get(), &capture);
   if (code == cudaSuccess && capture != cudaStreamCaptureStatusNone) return found.resource;
-  if (code == cudaSuccess) code = cudaStreamGetId(s.get(), &id);
+  if (code == cudaSuccess) code = detail::stream_unique_id(s.get(), &id);
   if (code != cudaSuccess) {
     if (earlier == cudaSuccess && !error::is_sticky_status(code)) (void)cudaGetLastError();  // ours, not the user's
     return fallback;
   }
-  return id == found.stream_id ? found.resource : fallback;
+  if (id != found.stream_id) return fallback;
+  if (detail::from_owner(s)) confirmed.store(disowned, std::memory_order_relaxed);
+  return found.resource;
 }
 
 }  // namespace cudamem

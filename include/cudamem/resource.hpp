@@ -143,6 +143,9 @@ class resource_ref {
   void deallocate(stream_ref s, void* p, std::size_t bytes, std::size_t alignment) const noexcept {
     ops_->deallocate(object_, s, p, bytes, alignment);
   }
+  /// Whether the resource makes a stream's device current itself where it needs one (`static constexpr bool
+  /// selects_device = true` in its type): a buffer on a stream then skips its own device switch.
+  [[nodiscard]] bool selects_device() const noexcept { return ops_->selects_device; }
   /// Equal when both refer to the same resource object.
   friend bool operator==(resource_ref a, resource_ref b) noexcept { return a.object_ == b.object_; }
 
@@ -150,14 +153,21 @@ class resource_ref {
   struct operations {
     result<void*> (*allocate)(void*, stream_ref, std::size_t, std::size_t) noexcept;
     void (*deallocate)(void*, stream_ref, void*, std::size_t, std::size_t) noexcept;
+    bool selects_device;
   };
+  template <class R>
+  static constexpr bool selects_device_of() noexcept {
+    if constexpr (requires { R::selects_device; }) return R::selects_device;
+    else return false;
+  }
   template <class R>
   static constexpr operations ops_for{[](void* r, stream_ref s, std::size_t n, std::size_t a) noexcept {
                                         return static_cast<R*>(r)->allocate(s, n, a);
                                       },
                                       [](void* r, stream_ref s, void* p, std::size_t n, std::size_t a) noexcept {
                                         static_cast<R*>(r)->deallocate(s, p, n, a);
-                                      }};
+                                      },
+                                      selects_device_of<R>()};
 
   void* object_;
   const operations* ops_;

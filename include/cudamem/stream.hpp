@@ -7,6 +7,7 @@
 #include <cudamem/detail/unique_handle.hpp>
 #include <cudamem/device.hpp>
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 
@@ -37,6 +38,9 @@ inline result<bool> query_result(cudaError_t code, const char* api, const char* 
 /// stream of the current device does. cudaStreamIsCapturing is legal in any capture mode and disturbs none.
 inline result<bool> joins_capture(cudaStream_t handle, const char* api) noexcept {
   cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  if (CUstreamCaptureStatus st{};
+      driver().stream_is_capturing != nullptr && driver().stream_is_capturing(handle, &st) == CUDA_SUCCESS)
+    return st != CU_STREAM_CAPTURE_STATUS_NONE;
   const cudaError_t earlier = cudaPeekAtLastError();
   const cudaError_t code = cudaStreamIsCapturing(handle, &capture);
   if (code == cudaErrorStreamCaptureImplicit) {
@@ -54,16 +58,31 @@ inline status refuse_capture(cudaStream_t handle, const char* api, const char* w
   return {};
 }
 
+/// Counts the times a stream object stopped owning its handle (destroyed, or given up by release()). State keyed on
+/// handles (a caching pool, the allocator registry) trusts a handle it confirmed by cudaStreamGetId only while the
+/// count is what it was then: CUDA hands a destroyed stream's handle to the next stream created.
+struct CUDAMEM_DETAIL_PROCESS_WIDE streams_disowned {
+  std::atomic<std::uint64_t> count{0};
+};
+inline std::atomic<std::uint64_t>& disowned_count() noexcept { return process_wide<streams_disowned>().count; }
 struct stream_handle {  // what a stream owns; a moved-from stream holds invalid_stream()
   using type = cudaStream_t;
   static type empty() noexcept { return invalid_stream(); }
-  static void release(type handle) noexcept { check_release(cudaStreamDestroy(handle), "cudaStreamDestroy"); }
+  static void release(type handle) noexcept {
+    disowned_count().fetch_add(1, std::memory_order_acq_rel);
+    check_release(cudaStreamDestroy(handle), "cudaStreamDestroy");
+  }
 };
 struct event_handle {  // what an event owns; a moved-from event holds null
   using type = cudaEvent_t;
   static type empty() noexcept { return nullptr; }
   static void release(type handle) noexcept { check_release(cudaEventDestroy(handle), "cudaEventDestroy"); }
 };
+}  // namespace detail
+
+class stream_ref;
+namespace detail {
+bool from_owner(stream_ref s) noexcept;
 }  // namespace detail
 
 /// A non-owning reference to a CUDA stream and, where known, its device (stream-ordered allocation and typed fills
@@ -130,9 +149,16 @@ class stream_ref {
         "the stream's work belongs to a graph capture in progress; waiting for it would invalidate the capture");
   }
 
+  friend class stream;
+  friend bool detail::from_owner(stream_ref) noexcept;
+
   cudaStream_t handle_ = cudaStreamLegacy;
   int device_ = unknown_device;  // the ordinal, when known
+  bool from_owner_ = false;  // made by a live stream object's ref(): its handle's reuse is counted
 };
+
+/// Whether `s` came from a stream object's ref(), so that the end of its handle shows in disowned_count().
+inline bool detail::from_owner(stream_ref s) noexcept { return s.from_owner_; }
 
 /// A non-owning reference to a CUDA event; an event converts to it, never the reverse.
 class event_ref {
@@ -206,7 +232,11 @@ class stream {
     return stream(handle, id);
   }
   /// A reference that knows this stream's device; it must not outlive the stream. Invalid after a move.
-  [[nodiscard]] stream_ref ref() const& noexcept { return stream_ref::from_native_handle(handle_.get(), device_); }
+  [[nodiscard]] stream_ref ref() const& noexcept {
+    stream_ref r(handle_.get(), device_.get());
+    r.from_owner_ = true;
+    return r;
+  }
   stream_ref ref() const&& = delete;  ///< Refused: it would dangle once the statement ends.
   operator stream_ref() const& noexcept { return ref(); }  ///< As ref().
   operator stream_ref() const&& = delete;  ///< Refused, as ref() of a temporary.
@@ -214,7 +244,10 @@ class stream {
   [[nodiscard]] device_id device() const noexcept { return device_; }  ///< Created on, or given to adopt.
   [[nodiscard]] bool valid() const noexcept { return handle_.valid(); }  ///< False after a move or release().
   /// Gives up ownership: the caller destroys the returned handle. The stream is moved-from after.
-  [[nodiscard]] cudaStream_t release() noexcept { return handle_.release(); }
+  [[nodiscard]] cudaStream_t release() noexcept {
+    detail::disowned_count().fetch_add(1, std::memory_order_acq_rel);
+    return handle_.release();
+  }
   [[nodiscard]] status synchronize() const noexcept { return ref().synchronize(); }  ///< As stream_ref's: blocks.
   [[nodiscard]] result<bool> ready() const noexcept { return ref().ready(); }  ///< As stream_ref's.
   [[nodiscard]] status wait(event_ref e) const noexcept { return ref().wait(e); }  ///< As stream_ref's.

@@ -81,6 +81,12 @@ CUDAMEM_DETAIL_PROCESS_WIDE State& process_wide() noexcept {
 
 // cudamem: keeping the library's own calls out of the user's stream captures. Internal.
 
+// cudamem: the driver's forms of the queries the library makes on every operation. On an H200 host the runtime's
+// cudaGetDevice, cudaStreamIsCapturing and cudaStreamGetId cost 35-60 ns each, the driver's 7-16 ns. The entry
+// points come from cudaGetDriverEntryPointByVersion, so nothing links libcuda. Each wrapper answers through the
+// driver when it can and otherwise makes the runtime call, whose error code and message the library reports.
+// Internal.
+
 // cudamem: configuration shared by every header. Internal: include a public header instead.
 
 #include <cuda_runtime_api.h>
@@ -126,6 +132,105 @@ namespace cudamem::detail {
   ((condition) ? (void)0 : ::cudamem::detail::assertion_failed(#condition, message, __FILE__, __LINE__))
 #endif
 
+#include <cuda.h>
+
+#include <type_traits>
+
+namespace cudamem::detail {
+
+static_assert(int{CU_STREAM_CAPTURE_STATUS_ACTIVE} == int{cudaStreamCaptureStatusActive} &&
+              int{CU_STREAM_CAPTURE_MODE_RELAXED} == int{cudaStreamCaptureModeRelaxed});
+
+struct driver_calls {
+  CUresult (*ctx_get_device)(CUdevice*) = nullptr;
+  CUresult (*stream_is_capturing)(CUstream, CUstreamCaptureStatus*) = nullptr;
+  CUresult (*stream_get_id)(CUstream, unsigned long long*) = nullptr;
+  CUresult (*exchange_capture_mode)(CUstreamCaptureMode*) = nullptr;
+  CUresult (*event_record)(CUevent, CUstream) = nullptr;
+  CUresult (*event_query)(CUevent) = nullptr;
+};
+
+// One table per default-stream flavour: a build with per-thread default streams asks for the per-thread forms.
+template <bool PerThread>
+const driver_calls& driver_table() noexcept {
+  static const driver_calls table = [] {
+    driver_calls t;
+    const cudaError_t earlier = cudaPeekAtLastError();
+    auto load = [](const char* name, auto& f) {
+      void* p = nullptr;
+      cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
+      const unsigned long long flags = PerThread ? cudaEnablePerThreadDefaultStream : cudaEnableDefault;
+      if (cudaGetDriverEntryPointByVersion(name, &p, 12000, flags, &found) == cudaSuccess &&
+          found == cudaDriverEntryPointSuccess)
+        f = reinterpret_cast<std::remove_reference_t<decltype(f)>>(p);
+    };
+    load("cuCtxGetDevice", t.ctx_get_device);
+    load("cuStreamIsCapturing", t.stream_is_capturing);
+    load("cuStreamGetId", t.stream_get_id);
+    load("cuThreadExchangeStreamCaptureMode", t.exchange_capture_mode);
+    load("cuEventRecord", t.event_record);
+    load("cuEventQuery", t.event_query);
+    if (earlier == cudaSuccess) (void)cudaGetLastError();  // a failed lookup's own error, not the caller's
+    return t;
+  }();
+  return table;
+}
+inline const driver_calls& driver() noexcept {
+#if defined(CUDA_API_PER_THREAD_DEFAULT_STREAM)
+  return driver_table<true>();
+#else
+  return driver_table<false>();
+#endif
+}
+
+/// The ordinal of the current device when the driver names it cheaply (a context is current), else -1. The
+/// driver's device handles are the runtime's ordinals.
+inline int driver_current_device() noexcept {
+  CUdevice d = -1;
+  const auto f = driver().ctx_get_device;
+  return f != nullptr && f(&d) == CUDA_SUCCESS ? static_cast<int>(d) : -1;
+}
+/// cudaStreamIsCapturing; the runtime call (and its error) when the driver does not answer.
+inline cudaError_t stream_capture_status(cudaStream_t s, cudaStreamCaptureStatus* status) noexcept {
+  CUstreamCaptureStatus st{};
+  const auto f = driver().stream_is_capturing;
+  if (f != nullptr && f(s, &st) == CUDA_SUCCESS) {
+    *status = static_cast<cudaStreamCaptureStatus>(st);
+    return cudaSuccess;
+  }
+  return cudaStreamIsCapturing(s, status);
+}
+/// cudaStreamGetId, likewise.
+inline cudaError_t stream_unique_id(cudaStream_t s, unsigned long long* id) noexcept {
+  const auto f = driver().stream_get_id;
+  if (f != nullptr && f(s, id) == CUDA_SUCCESS) return cudaSuccess;
+  return cudaStreamGetId(s, id);
+}
+/// cudaThreadExchangeStreamCaptureMode, likewise.
+inline cudaError_t exchange_capture_mode(cudaStreamCaptureMode* mode) noexcept {
+  const auto f = driver().exchange_capture_mode;
+  if (f != nullptr && f(reinterpret_cast<CUstreamCaptureMode*>(mode)) == CUDA_SUCCESS) return cudaSuccess;
+  return cudaThreadExchangeStreamCaptureMode(mode);
+}
+/// cudaEventRecord, likewise.
+inline cudaError_t record_event(cudaEvent_t e, cudaStream_t s) noexcept {
+  const auto f = driver().event_record;
+  if (f != nullptr && f(e, s) == CUDA_SUCCESS) return cudaSuccess;
+  return cudaEventRecord(e, s);
+}
+/// cudaEventQuery, likewise; not-ready from the driver is cudaErrorNotReady, which the runtime never stores.
+inline cudaError_t query_event(cudaEvent_t e) noexcept {
+  const auto f = driver().event_query;
+  if (f != nullptr) {
+    const CUresult r = f(e);
+    if (r == CUDA_SUCCESS) return cudaSuccess;
+    if (r == CUDA_ERROR_NOT_READY) return cudaErrorNotReady;
+  }
+  return cudaEventQuery(e);
+}
+
+}  // namespace cudamem::detail
+
 namespace cudamem::detail {
 
 /// Switches the calling thread to relaxed stream-capture mode while it lives, then back. A capture
@@ -134,8 +239,8 @@ namespace cudamem::detail {
 /// are not part of any capture, so they run in relaxed mode, as PyTorch's allocator does.
 class relaxed_capture_scope {
  public:
-  relaxed_capture_scope() noexcept { (void)cudaThreadExchangeStreamCaptureMode(&mode_); }
-  ~relaxed_capture_scope() { (void)cudaThreadExchangeStreamCaptureMode(&mode_); }
+  relaxed_capture_scope() noexcept { (void)exchange_capture_mode(&mode_); }
+  ~relaxed_capture_scope() { (void)exchange_capture_mode(&mode_); }
   relaxed_capture_scope(const relaxed_capture_scope&) = delete;
   relaxed_capture_scope& operator=(const relaxed_capture_scope&) = delete;
 
@@ -920,8 +1025,8 @@ class device_id {
 
 /// The calling thread's current device. Errors: CUDA errors (no device, no driver).
 [[nodiscard]] inline result<device_id> current_device() noexcept {
-  int ordinal = 0;
-  CUDAMEM_TRY(detail::check(cudaGetDevice(&ordinal), "current_device", "cudaGetDevice"));
+  int ordinal = detail::driver_current_device();
+  if (ordinal < 0) CUDAMEM_TRY(detail::check(cudaGetDevice(&ordinal), "current_device", "cudaGetDevice"));
   return device_id(ordinal);
 }
 
@@ -986,7 +1091,8 @@ class device_guard {
   /// Makes `id` current (if it is not already: then nothing will be restored). Errors: out_of_range (`id` names
   /// no device); CUDA errors. On error the current device is unchanged.
   [[nodiscard]] static result<device_guard> set(device_id id) noexcept {
-    int previous = 0;
+    int previous = detail::driver_current_device();
+    if (previous == id.get()) return device_guard(previous, false);
     CUDAMEM_TRY(detail::check(cudaGetDevice(&previous), "device_guard::set", "cudaGetDevice"));
     if (previous != id.get()) {
       CUDAMEM_TRY(detail::check_device(id, "device_guard::set"));
@@ -996,9 +1102,9 @@ class device_guard {
   }
   /// A guard that keeps the current device and restores nothing. Errors: CUDA errors (no device, no driver).
   [[nodiscard]] static result<device_guard> keep_current() noexcept {
-    int current = 0;
-    CUDAMEM_TRY(detail::check(cudaGetDevice(&current), "device_guard::keep_current", "cudaGetDevice"));
-    return device_guard(current, false);
+    auto current = current_device();
+    if (!current) return current.error().with_api("device_guard::keep_current");
+    return device_guard(current->get(), false);
   }
   [[nodiscard]] device_id previous() const noexcept { return previous_; }  ///< Current before; restored if switched.
 
@@ -1027,6 +1133,7 @@ class device_guard {
 
 }  // namespace cudamem
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 
@@ -1057,6 +1164,9 @@ inline result<bool> query_result(cudaError_t code, const char* api, const char* 
 /// stream of the current device does. cudaStreamIsCapturing is legal in any capture mode and disturbs none.
 inline result<bool> joins_capture(cudaStream_t handle, const char* api) noexcept {
   cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  if (CUstreamCaptureStatus st{};
+      driver().stream_is_capturing != nullptr && driver().stream_is_capturing(handle, &st) == CUDA_SUCCESS)
+    return st != CU_STREAM_CAPTURE_STATUS_NONE;
   const cudaError_t earlier = cudaPeekAtLastError();
   const cudaError_t code = cudaStreamIsCapturing(handle, &capture);
   if (code == cudaErrorStreamCaptureImplicit) {
@@ -1074,16 +1184,31 @@ inline status refuse_capture(cudaStream_t handle, const char* api, const char* w
   return {};
 }
 
+/// Counts the times a stream object stopped owning its handle (destroyed, or given up by release()). State keyed on
+/// handles (a caching pool, the allocator registry) trusts a handle it confirmed by cudaStreamGetId only while the
+/// count is what it was then: CUDA hands a destroyed stream's handle to the next stream created.
+struct CUDAMEM_DETAIL_PROCESS_WIDE streams_disowned {
+  std::atomic<std::uint64_t> count{0};
+};
+inline std::atomic<std::uint64_t>& disowned_count() noexcept { return process_wide<streams_disowned>().count; }
 struct stream_handle {  // what a stream owns; a moved-from stream holds invalid_stream()
   using type = cudaStream_t;
   static type empty() noexcept { return invalid_stream(); }
-  static void release(type handle) noexcept { check_release(cudaStreamDestroy(handle), "cudaStreamDestroy"); }
+  static void release(type handle) noexcept {
+    disowned_count().fetch_add(1, std::memory_order_acq_rel);
+    check_release(cudaStreamDestroy(handle), "cudaStreamDestroy");
+  }
 };
 struct event_handle {  // what an event owns; a moved-from event holds null
   using type = cudaEvent_t;
   static type empty() noexcept { return nullptr; }
   static void release(type handle) noexcept { check_release(cudaEventDestroy(handle), "cudaEventDestroy"); }
 };
+}  // namespace detail
+
+class stream_ref;
+namespace detail {
+bool from_owner(stream_ref s) noexcept;
 }  // namespace detail
 
 /// A non-owning reference to a CUDA stream and, where known, its device (stream-ordered allocation and typed fills
@@ -1150,9 +1275,16 @@ class stream_ref {
         "the stream's work belongs to a graph capture in progress; waiting for it would invalidate the capture");
   }
 
+  friend class stream;
+  friend bool detail::from_owner(stream_ref) noexcept;
+
   cudaStream_t handle_ = cudaStreamLegacy;
   int device_ = unknown_device;  // the ordinal, when known
+  bool from_owner_ = false;  // made by a live stream object's ref(): its handle's reuse is counted
 };
+
+/// Whether `s` came from a stream object's ref(), so that the end of its handle shows in disowned_count().
+inline bool detail::from_owner(stream_ref s) noexcept { return s.from_owner_; }
 
 /// A non-owning reference to a CUDA event; an event converts to it, never the reverse.
 class event_ref {
@@ -1226,7 +1358,11 @@ class stream {
     return stream(handle, id);
   }
   /// A reference that knows this stream's device; it must not outlive the stream. Invalid after a move.
-  [[nodiscard]] stream_ref ref() const& noexcept { return stream_ref::from_native_handle(handle_.get(), device_); }
+  [[nodiscard]] stream_ref ref() const& noexcept {
+    stream_ref r(handle_.get(), device_.get());
+    r.from_owner_ = true;
+    return r;
+  }
   stream_ref ref() const&& = delete;  ///< Refused: it would dangle once the statement ends.
   operator stream_ref() const& noexcept { return ref(); }  ///< As ref().
   operator stream_ref() const&& = delete;  ///< Refused, as ref() of a temporary.
@@ -1234,7 +1370,10 @@ class stream {
   [[nodiscard]] device_id device() const noexcept { return device_; }  ///< Created on, or given to adopt.
   [[nodiscard]] bool valid() const noexcept { return handle_.valid(); }  ///< False after a move or release().
   /// Gives up ownership: the caller destroys the returned handle. The stream is moved-from after.
-  [[nodiscard]] cudaStream_t release() noexcept { return handle_.release(); }
+  [[nodiscard]] cudaStream_t release() noexcept {
+    detail::disowned_count().fetch_add(1, std::memory_order_acq_rel);
+    return handle_.release();
+  }
   [[nodiscard]] status synchronize() const noexcept { return ref().synchronize(); }  ///< As stream_ref's: blocks.
   [[nodiscard]] result<bool> ready() const noexcept { return ref().ready(); }  ///< As stream_ref's.
   [[nodiscard]] status wait(event_ref e) const noexcept { return ref().wait(e); }  ///< As stream_ref's.
@@ -1435,6 +1574,9 @@ class resource_ref {
   void deallocate(stream_ref s, void* p, std::size_t bytes, std::size_t alignment) const noexcept {
     ops_->deallocate(object_, s, p, bytes, alignment);
   }
+  /// Whether the resource makes a stream's device current itself where it needs one (`static constexpr bool
+  /// selects_device = true` in its type): a buffer on a stream then skips its own device switch.
+  [[nodiscard]] bool selects_device() const noexcept { return ops_->selects_device; }
   /// Equal when both refer to the same resource object.
   friend bool operator==(resource_ref a, resource_ref b) noexcept { return a.object_ == b.object_; }
 
@@ -1442,14 +1584,21 @@ class resource_ref {
   struct operations {
     result<void*> (*allocate)(void*, stream_ref, std::size_t, std::size_t) noexcept;
     void (*deallocate)(void*, stream_ref, void*, std::size_t, std::size_t) noexcept;
+    bool selects_device;
   };
+  template <class R>
+  static constexpr bool selects_device_of() noexcept {
+    if constexpr (requires { R::selects_device; }) return R::selects_device;
+    else return false;
+  }
   template <class R>
   static constexpr operations ops_for{[](void* r, stream_ref s, std::size_t n, std::size_t a) noexcept {
                                         return static_cast<R*>(r)->allocate(s, n, a);
                                       },
                                       [](void* r, stream_ref s, void* p, std::size_t n, std::size_t a) noexcept {
                                         static_cast<R*>(r)->deallocate(s, p, n, a);
-                                      }};
+                                      },
+                                      selects_device_of<R>()};
 
   void* object_;
   const operations* ops_;
@@ -1498,11 +1647,13 @@ struct CUDAMEM_DETAIL_PROCESS_WIDE allocator_table {
     std::atomic<std::uint64_t> stream_id{no_stream};
     std::atomic<std::uintptr_t> handle{0};     // 0: none (free, or its stream is known to be gone)
     std::atomic<std::uintptr_t> words[2]{};  // the resource_ref's two pointers
+    std::atomic<std::uint64_t> confirmed{no_stream};  // disowned_count() when a stream object's ref last matched
   };
   /// What a lookup finds: the resource and the id of the stream it was registered for.
   struct entry {
     resource_ref<device> resource;
     std::uint64_t stream_id;
+    std::size_t slot;
   };
 
   /// Registers `r` for stream `id` at `handle`; returns the slot index. A slot that holds `handle` under another id
@@ -1563,6 +1714,7 @@ struct CUDAMEM_DETAIL_PROCESS_WIDE allocator_table {
         if (s.version.load(std::memory_order_relaxed) != before) continue;
         std::memcpy(static_cast<void*>(&out.resource), words, sizeof words);
         out.stream_id = id;
+        out.slot = i;
         return true;
       }
     }
@@ -1580,6 +1732,7 @@ struct CUDAMEM_DETAIL_PROCESS_WIDE allocator_table {
   static void write(slot& s, std::uint64_t id, std::uintptr_t handle, const std::uintptr_t (&words)[2]) noexcept {
     // Odd while it changes; release stores of the data, so a reader that sees new data sees the odd version too.
     s.version.fetch_add(1, std::memory_order_relaxed);
+    s.confirmed.store(no_stream, std::memory_order_relaxed);
     s.words[0].store(words[0], std::memory_order_release);
     s.words[1].store(words[1], std::memory_order_release);
     s.stream_id.store(id, std::memory_order_release);
@@ -1593,7 +1746,7 @@ struct CUDAMEM_DETAIL_PROCESS_WIDE allocator_table {
 inline result<std::uint64_t> stream_id(stream_ref s, const char* api) noexcept {
   if (!s.valid()) return handle_moved_from(api, "stream");
   unsigned long long id = 0;
-  CUDAMEM_TRY(check(cudaStreamGetId(s.get(), &id), api, "cudaStreamGetId"));
+  CUDAMEM_TRY(check(stream_unique_id(s.get(), &id), api, "cudaStreamGetId"));
   return static_cast<std::uint64_t>(id);
 }
 inline std::uintptr_t handle_key(stream_ref s) noexcept { return reinterpret_cast<std::uintptr_t>(s.get()); }
@@ -1658,28 +1811,34 @@ class registration {
 }
 
 /// The resource registered on `s`, else default_resource<device>(true) (the stream-ordered pool). Does not
-/// synchronize. No CUDA call while nothing is registered, for a default stream, or for a stream with no registration
-/// at its handle; else cudaStreamIsCapturing and cudaStreamGetId, whose id must match the registration's, so a stream
-/// created at a destroyed stream's handle gets the default. During a capture CUDA gives no id and the handle decides:
-/// drop a registration before destroying its stream. A moved-from stream or a failed query gives the default, whose
-/// allocate then reports the problem.
+/// synchronize. No CUDA call while nothing is registered, for a default stream, for a stream with no registration
+/// at its handle, or for a stream object's ref() that matched before while no stream object has been destroyed or
+/// released since. Else cudaStreamIsCapturing and cudaStreamGetId, whose id must match the registration's, so a
+/// stream created at a destroyed stream's handle gets the default. During a capture CUDA gives no id and the handle
+/// decides: drop a registration before destroying its stream. A moved-from stream or a failed query gives the
+/// default, whose allocate then reports the problem.
 [[nodiscard]] inline resource_ref<device> allocator_for(stream_ref s) noexcept {
   const resource_ref<device> fallback = default_resource<device>(true);
-  const detail::allocator_table& table = detail::allocators();
+  detail::allocator_table& table = detail::allocators();
   if (table.empty() || !s.valid() || detail::is_default_stream(s.get())) return fallback;
-  detail::allocator_table::entry found{fallback, 0};
+  detail::allocator_table::entry found{fallback, 0, 0};
   if (!table.find(detail::handle_key(s), found)) return fallback;
+  std::atomic<std::uint64_t>& confirmed = table.slots[found.slot].confirmed;
+  const std::uint64_t disowned = detail::disowned_count().load(std::memory_order_acquire);
+  if (detail::from_owner(s) && confirmed.load(std::memory_order_relaxed) == disowned) return found.resource;
   const cudaError_t earlier = cudaPeekAtLastError();
   cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
   unsigned long long id = 0;
-  cudaError_t code = cudaStreamIsCapturing(s.get(), &capture);
+  cudaError_t code = detail::stream_capture_status(s.get(), &capture);
   if (code == cudaSuccess && capture != cudaStreamCaptureStatusNone) return found.resource;
-  if (code == cudaSuccess) code = cudaStreamGetId(s.get(), &id);
+  if (code == cudaSuccess) code = detail::stream_unique_id(s.get(), &id);
   if (code != cudaSuccess) {
     if (earlier == cudaSuccess && !error::is_sticky_status(code)) (void)cudaGetLastError();  // ours, not the user's
     return fallback;
   }
-  return id == found.stream_id ? found.resource : fallback;
+  if (id != found.stream_id) return fallback;
+  if (detail::from_owner(s)) confirmed.store(disowned, std::memory_order_relaxed);
+  return found.resource;
 }
 
 }  // namespace cudamem
@@ -2114,9 +2273,10 @@ class buffer {
   buffer(T* data, std::size_t count, device_id id, stream_ref s, resource_ref<Kind> r) noexcept
       : data_(data), size_(count), device_(id), stream_(s), resource_(r) {}
 
-  // `id` made current while the guard lives; none for host memory, which needs no device.
-  static std::optional<result<device_guard>> make_current(device_id id) noexcept {
-    if (id.is_host()) return std::nullopt;
+  // `id` made current while the guard lives; none for host memory, which needs no device, nor for a resource that
+  // selects the device of the (non-default) stream itself.
+  static std::optional<result<device_guard>> make_current(device_id id, stream_ref s, resource_ref<Kind> r) noexcept {
+    if (id.is_host() || (r.selects_device() && !detail::is_default_stream(s.get()))) return std::nullopt;
     return device_guard::set(id);
   }
 
@@ -2125,7 +2285,7 @@ class buffer {
     auto bytes = detail::bytes_of(count, sizeof(T), api);
     if (!bytes) return bytes.error();
     if (*bytes == 0) return buffer(nullptr, 0, id, s, r);
-    auto guard = make_current(id);
+    auto guard = make_current(id, s, r);
     if (guard && !*guard) return guard->error().with_api(api);
     auto raw = r.allocate(s, *bytes, alignof(T));
     if (!raw) return raw.error().with_api(api);
@@ -2142,9 +2302,9 @@ class buffer {
 
   void free() noexcept {
     if (data_ == nullptr) return;
-    auto guard = make_current(device_);  // a failure leaves the current device: still free
     // A default stream means "the one current when used": free on the legacy stream of our device.
     const stream_ref on = detail::is_default_stream(stream_.get()) ? stream_ref::legacy() : stream_;
+    auto guard = make_current(device_, on, resource_);  // a failure leaves the current device: still free
     resource_.deallocate(on, data_, size_bytes(), alignof(T));
     forget();
   }
@@ -3515,26 +3675,23 @@ template <class T, memory_kind DK, class U, memory_kind SK>
 /// allocation": allocate returns null, deallocate accepts null. See docs/allocators.md.
 
 // cudamem: what a caching pool needs to know about streams, behind one small interface so that the caching logic
-// can be tested without a GPU (tests/host/pool.cpp drives it with made-up streams). Internal.
+// can be tested without a GPU (tests/host/pool.cpp drives it with made-up streams), and the pool's lock. Internal.
 
 
+#include <atomic>
 #include <bit>
 #include <cstdint>
 #include <optional>
+#include <thread>
 
 namespace cudamem::detail {
-
-/// A stream as a pool keys it: cudaStreamGetId (never reused in a process) and its device.
-struct stream_key {
-  std::uint64_t id;
-  int device;
-};
 
 /// A size class: four per power of two from 256 bytes, so a cached block is at most 25% larger than asked for.
 struct size_class {
   std::size_t index;
   std::size_t bytes;
 };
+inline constexpr std::size_t size_classes = 217;  ///< indices 0 to 216: up to 2^62 bytes
 /// The class of a request of `bytes` (> 0). Errors: size_overflow above 2^62 bytes, which no device has.
 inline result<size_class> class_of(std::size_t bytes, const char* api) noexcept {
   if (bytes <= 256) return size_class{0, 256};
@@ -3546,43 +3703,93 @@ inline result<size_class> class_of(std::size_t bytes, const char* api) noexcept 
   return size_class{static_cast<std::size_t>(log2_ceiling - 9) * 4 + steps, base + steps * step};
 }
 
-/// Stream ordering through CUDA: one event per stream, recorded at every free into the pool; a block freed on one
-/// stream goes to another once cudaEventQuery says that record is done.
-struct cuda_stream_order {
-  using marker = cudaEvent_t;  ///< null until the stream's first free
+/// The bytes of size class `index` (the inverse of class_of).
+inline constexpr std::size_t size_class_bytes(std::size_t index) noexcept {
+  return index == 0 ? 256 : (std::size_t{1} << ((index - 1) / 4 + 6)) * (4 + (index - 1) % 4 + 1);
+}
 
-  /// The stream's key. Errors: invalid_argument (moved from); capture_active (a pool must not hand blocks to or take
-  /// them from a graph capture: a replay would use them behind the pool's back); CUDA errors.
-  result<stream_key> identify(stream_ref s, const char* api) const noexcept {
+/// A test-and-test-and-set lock: uncontended it costs one atomic exchange (a std::mutex costs about three times
+/// that on an H200 host); a waiter yields. The pool holds it for a few list operations at a time.
+class spin_lock {
+ public:
+  bool try_lock() noexcept {
+    return !held_.load(std::memory_order_relaxed) && !held_.exchange(true, std::memory_order_acquire);
+  }
+  void lock() noexcept {
+    while (!try_lock()) std::this_thread::yield();
+  }
+  void unlock() noexcept { held_.store(false, std::memory_order_release); }
+
+ private:
+  std::atomic<bool> held_{false};
+};
+
+/// Stream ordering through CUDA's driver entry points (no runtime call on the pool's hot path): a stream is known by
+/// its handle and cudaStreamGetId, which never repeats in a process; an event per stream marks its frees.
+struct cuda_stream_order {
+  using marker = cudaEvent_t;  ///< null until the stream's first mark
+
+  /// Fails for a stream the pool must not serve: moved from (invalid_argument); capturing (capture_active: a graph
+  /// replay would reuse its blocks behind the pool's back).
+  status usable(stream_ref s, const char* api) const noexcept {
+    CUstreamCaptureStatus capture{};
+    const auto is_capturing = driver().stream_is_capturing;
+    if (s.valid() && is_capturing != nullptr && is_capturing(s.get(), &capture) == CUDA_SUCCESS &&
+        capture == CU_STREAM_CAPTURE_STATUS_NONE) [[likely]]
+      return {};
     if (!s.valid()) return handle_moved_from(api, "stream");
-    CUDAMEM_TRY(refuse_capture(s.get(), api,
-                               "a caching pool cannot serve a stream that is being captured (a graph replay would "
-                               "reuse its blocks behind the pool's back); register device_pool_resource there"));
+    return refuse_capture(s.get(), api,
+                          "a caching pool cannot serve a stream that is being captured (a graph replay would reuse "
+                          "its blocks behind the pool's back); register device_pool_resource there");
+  }
+  /// cudaStreamGetId of a stream that is not capturing.
+  result<std::uint64_t> id(stream_ref s, const char* api) const noexcept {
+    unsigned long long id = 0;
+    CUDAMEM_TRY(check(stream_unique_id(s.get(), &id), api, "cudaStreamGetId"));
+    return static_cast<std::uint64_t>(id);
+  }
+  /// The stream's device (once per stream a pool sees).
+  result<int> device(stream_ref s, const char* api) const noexcept {
     auto where = s.device();
     if (!where) return where.error().with_api(api);
-    auto id = stream_id(s, api);
-    if (!id) return id.error();
-    return stream_key{*id, where->get()};
+    return where->get();
   }
   /// Records `m` (created on first use, on `device`) on `s`: it completes once the work queued so far is done.
   status mark(marker& m, int device, stream_ref s) const noexcept {
-    constexpr const char* api = "caching_pool::deallocate";
+    constexpr const char* api = "caching_pool";
     if (m == nullptr) {
       auto guard = device_guard::set(device_id(device));
       if (!guard) return guard.error().with_api(api);
       CUDAMEM_TRY(check(cudaEventCreateWithFlags(&m, cudaEventDisableTiming), api, "cudaEventCreateWithFlags"));
     }
-    return check(cudaEventRecord(m, s.get()), api, "cudaEventRecord");
+    return check(record_event(m, s.get()), api, "cudaEventRecord");
   }
   /// Whether the last record of `m` is done; an error counts as not done (the block stays where it is).
   bool passed(marker m) const noexcept {
-    auto done = query_result(cudaEventQuery(m), "caching_pool", "cudaEventQuery");
+    auto done = query_result(query_event(m), "caching_pool", "cudaEventQuery");
     return done && *done;
   }
   /// Blocks until the last record of `m` is done.
   void wait(marker m) const noexcept { check_release(cudaEventSynchronize(m), "cudaEventSynchronize"); }
+  /// Blocks until all work queued on `device` is done (for blocks whose frees no mark covers); false if CUDA
+  /// refused.
+  bool wait_device(int device) const noexcept {
+    relaxed_capture_scope relaxed;
+    auto guard = device_guard::set(device_id(device));
+    if (!guard) return false;
+    const cudaError_t code = cudaDeviceSynchronize();
+    check_release(code, "cudaDeviceSynchronize");
+    return code == cudaSuccess;
+  }
   void destroy(marker m) const noexcept {
     if (m != nullptr) check_release(cudaEventDestroy(m), "cudaEventDestroy");
+  }
+  /// Calls `f` with `device` made current (-1: the current one), for the upstream's CUDA calls.
+  template <class F>
+  decltype(auto) on_device(int device, F&& f) const noexcept {
+    std::optional<result<device_guard>> guard;
+    if (device >= 0) guard.emplace(device_guard::set(device_id(device)));
+    return f();
   }
   /// Where idle blocks go back to the upstream: any stream will do once their work is done. The calling thread's
   /// default stream, since it joins no one's capture; `device` is made current around it.
@@ -3596,10 +3803,11 @@ struct cuda_stream_order {
 
 }  // namespace cudamem::detail
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <memory>
 #include <mutex>
-#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -3626,13 +3834,16 @@ inline bool is_out_of_memory(const error& e) noexcept {
 }
 }  // namespace detail
 
-/// What a caching_pool holds and has done (a snapshot).
+/// What a caching_pool holds and has done (a snapshot; each stream's counters are read under its lock, one at a
+/// time).
 struct caching_statistics {
   std::size_t bytes_in_use = 0;           ///< bytes handed out and not yet freed (by size class)
   std::size_t blocks_in_use = 0;          ///< blocks handed out and not yet freed
-  std::size_t peak_bytes_in_use = 0;      ///< the most bytes_in_use has been
-  std::size_t bytes_cached = 0;           ///< bytes freed into the pool, not yet given back upstream
-  std::size_t blocks_cached = 0;          ///< blocks freed into the pool, not yet given back upstream
+  std::size_t bytes_reserved = 0;         ///< bytes taken from the upstream and not given back (in use or cached)
+  std::size_t blocks_reserved = 0;        ///< blocks taken from the upstream and not given back
+  std::size_t peak_bytes_reserved = 0;    ///< the most bytes_reserved has been
+  std::size_t bytes_cached = 0;           ///< bytes_reserved - bytes_in_use: freed into the pool
+  std::size_t blocks_cached = 0;          ///< blocks_reserved - blocks_in_use
   std::size_t reused = 0;                 ///< allocations served from the cache
   std::size_t reused_across_streams = 0;  ///< of those, blocks freed on another stream
   std::size_t upstream_allocations = 0;   ///< allocations the upstream served
@@ -3640,196 +3851,327 @@ struct caching_statistics {
 };
 
 /// Caches blocks of `Upstream` (any resource) in free lists per (stream, size class: four per power of two from 256
-/// bytes). A block freed on stream A is reused on A at once (stream order makes that safe) and on another stream B
-/// of A's device only after an event recorded on A at the free has completed (cudaEventQuery: B never waits for A,
-/// and A's busy blocks are passed over). On out-of-memory it waits for and gives back every cached block, then
-/// retries once. Thread-safe (one mutex). Refuses a capturing stream (capture_active): register device_pool_resource
-/// on streams you capture. Blocks still in use when it is destroyed are lost to it; it must outlive its buffers.
+/// bytes). A block freed on stream A is reused on A at once (stream order makes that safe). Another stream B of A's
+/// device takes it only once an event recorded on A after the free has completed (B never waits for A): A records
+/// that event the next time it allocates or frees after some stream found A's blocks unmarked, so a stream that
+/// keeps to its own blocks records nothing. On out-of-memory it gives back every cached block (waiting for their
+/// streams, or for the device where no event covers a block) and retries once.
+///
+/// Thread-safe, with one lock per stream: threads on their own streams do not contend. The hot path makes two
+/// driver calls (capture status; the stream's id when allocating) and no runtime call. Serves up to max_streams
+/// streams at a time with a cache; a stream beyond that, or one whose handle CUDA reused for a new stream, is still
+/// served correctly. Refuses a capturing stream (capture_active): register device_pool_resource on streams you
+/// capture. It must outlive its buffers; blocks still in use when it is destroyed are lost to it.
 template <class Upstream, class StreamOrder = detail::cuda_stream_order>
 class caching_pool {
  public:
   using kind = typename Upstream::kind;  ///< the upstream's kind
   static constexpr std::size_t block_alignment = 256;  ///< every block is this aligned (CUDA's guarantee)
+  static constexpr std::size_t max_streams = 64;       ///< streams with a cache at once
+  static constexpr bool selects_device = true;  ///< it makes the stream's device current for the upstream's calls
 
   /// A pool over `upstream`, which must outlive it; `order` is how streams are told apart and ordered (CUDA events).
   explicit caching_pool(Upstream& upstream, StreamOrder order = {}) noexcept
       : upstream_(upstream), order_(std::move(order)) {}
   caching_pool(const caching_pool&) = delete;
   caching_pool& operator=(const caching_pool&) = delete;
-  ~caching_pool() { release(); }  ///< Gives every cached block back (waits for their streams).
+  /// Gives every cached block back (waits for their streams).
+  ~caching_pool() {
+    release();
+    for (auto& st : states_) order_.destroy(st->event);
+  }
 
   /// A block of at least `bytes` usable on `s` in its order; does not synchronize. Errors: invalid_argument
-  /// (alignment not a power of two); not_supported (alignment > 256); size_overflow; capture_active; the upstream's
-  /// (out of memory: after giving back the cache and retrying once).
+  /// (alignment not a power of two; a moved-from stream); not_supported (alignment > 256); size_overflow;
+  /// capture_active; the upstream's (out of memory: after giving back the cache and retrying once).
   [[nodiscard]] result<void*> allocate(stream_ref s, std::size_t bytes, std::size_t alignment) noexcept {
     constexpr const char* api = "caching_pool::allocate";
     CUDAMEM_TRY(detail::check_alignment(alignment, api));
     if (bytes == 0) return nullptr;
     auto cls = detail::class_of(bytes, api);
     if (!cls) return cls.error();
-    auto key = order_.identify(s, api);
-    if (!key) return key.error();
-    {
-      const std::lock_guard<std::mutex> lock(mutex_);
-      if (void* cached = take_cached(state_of(*key), *cls)) return cached;
+    CUDAMEM_TRY(order_.usable(s, api));
+    stream_state* st = detail::is_default_stream(s.get()) ? &overflow_ : find(s.get());
+    const std::uint64_t disowned = detail::disowned_count().load(std::memory_order_acquire);
+    if (st != &overflow_ && !(st != nullptr && detail::from_owner(s) && st->confirmed.load() == disowned)) {
+      auto id = order_.id(s, api);  // the handle may be a destroyed stream's, reused
+      if (!id) return id.error();
+      if (st == nullptr || st->id != *id) {
+        auto made = adopt(s, *id, api);
+        if (!made) return made.error();
+        st = *made;
+      }
+      if (detail::from_owner(s)) st->confirmed.store(disowned);
     }
-    auto fresh = upstream_.allocate(s, cls->bytes, block_alignment);
+    if (st != &overflow_) {
+      if (void* own = take_own(*st, *cls, s)) return own;
+      if (void* other = take_other(*st, *cls)) return other;
+    }
+    const int device = device_for(st, s);
+    auto from_upstream = [&] {
+      return order_.on_device(device, [&] { return upstream_.allocate(s, cls->bytes, block_alignment); });
+    };
+    auto fresh = from_upstream();
     if (!fresh && detail::is_out_of_memory(fresh.error())) {
       release();
-      count([](caching_statistics& st) { ++st.out_of_memory_retries; });
-      fresh = upstream_.allocate(s, cls->bytes, block_alignment);
+      retries_.fetch_add(1, std::memory_order_relaxed);
+      fresh = from_upstream();
     }
     if (!fresh) return fresh.error();
-    count([&](caching_statistics& st) {
-      ++st.upstream_allocations;
-      hand_out(st, cls->bytes);
-    });
+    reserve(cls->bytes, 1);
+    const std::lock_guard<detail::spin_lock> lock(st->lock);
+    st->hand_out(cls->bytes);
     return *fresh;
   }
-  /// Takes a block back into the cache for `s` (the stream its last use was queued on); does not synchronize. A
-  /// stream the pool cannot use (capturing, moved from) gets it straight back to the upstream, and the release
+  /// Takes a block back into the cache of `s` (the stream its last use was queued on); does not synchronize. A
+  /// stream the pool cannot cache for (capturing, moved from) gets it straight back to the upstream, and the release
   /// handler hears why.
   void deallocate(stream_ref s, void* p, std::size_t bytes, std::size_t) noexcept {
     if (p == nullptr) return;
     constexpr const char* api = "caching_pool::deallocate";
     const detail::size_class cls = detail::class_of(bytes, api).value_or(detail::size_class{0, bytes});
-    auto key = order_.identify(s, api);
-    status marked = key ? status() : status(key.error());
-    if (key) {
-      const std::lock_guard<std::mutex> lock(mutex_);
-      const std::size_t index = state_of(*key);
-      stream_state& st = streams_[index];
-      marked = order_.mark(st.event, st.device, s);
-      if (marked) {
-        lists_[list_key(index, cls)].push_back(block{p, cls.bytes, ++st.recorded});
-        stats_.bytes_cached += cls.bytes;
-        ++stats_.blocks_cached;
-        take_back(stats_, cls.bytes);
-        return;
-      }
+    status usable = order_.usable(s, api);
+    stream_state* st = !usable ? nullptr : detail::is_default_stream(s.get()) ? &overflow_ : find(s.get());
+    if (usable && st == nullptr) {
+      auto id = order_.id(s, api);
+      auto made = id ? adopt(s, *id, api) : result<stream_state*>(id.error());
+      if (made) st = *made;
+      else (void)(usable = made.error());
     }
-    report_release_failure(marked.error());
-    upstream_.deallocate(s, p, cls.bytes, block_alignment);
-    count([&](caching_statistics& st) { take_back(st, cls.bytes); });
+    if (st != nullptr && st != &overflow_) {
+      const std::lock_guard<detail::spin_lock> lock(st->lock);
+      st->lists[cls.index].push_back(block{p, ++st->frees});
+      st->take_back(cls.bytes);
+      if (st->demanded) mark(*st, s);
+      return;
+    }
+    if (!usable) report_release_failure(usable.error());
+    order_.on_device(device_for(st, s), [&] { upstream_.deallocate(s, p, cls.bytes, block_alignment); });
+    reserve(0 - cls.bytes, std::size_t(0) - 1);
+    const std::lock_guard<detail::spin_lock> lock(overflow_.lock);
+    overflow_.take_back(cls.bytes);
   }
 
-  /// Gives the upstream every cached block whose stream has finished with it; does not wait.
+  /// Gives the upstream every cached block known to be done; does not wait. Streams with blocks no event covers yet
+  /// are asked to record one, so a later trim can give those back too.
   void trim() noexcept { give_back(false); }
-  /// Waits for the streams of all cached blocks, then gives every one to the upstream; synchronizes (per event).
+  /// Waits for the streams of all cached blocks (or their devices, where no event covers a block), then gives every
+  /// one to the upstream; synchronizes.
   void release() noexcept { give_back(true); }
   /// A snapshot of the counters.
   [[nodiscard]] caching_statistics statistics() const noexcept {
-    const std::lock_guard<std::mutex> lock(mutex_);
-    return stats_;
+    caching_statistics out;
+    {
+      const std::lock_guard<std::mutex> lock(mutex_);
+      for (const auto& st : states_) add(out, *st);
+      add(out, overflow_);
+    }
+    out.bytes_reserved = reserved_bytes_.load(std::memory_order_relaxed);
+    out.blocks_reserved = reserved_blocks_.load(std::memory_order_relaxed);
+    out.peak_bytes_reserved = peak_.load(std::memory_order_relaxed);
+    out.bytes_cached = out.bytes_reserved - out.bytes_in_use;
+    out.blocks_cached = out.blocks_reserved - out.blocks_in_use;
+    out.upstream_allocations = upstream_allocations_.load(std::memory_order_relaxed);
+    out.out_of_memory_retries = retries_.load(std::memory_order_relaxed);
+    return out;
   }
 
  private:
   using marker = typename StreamOrder::marker;
-  struct stream_state {
-    detail::stream_key key;
-    int device;
-    marker event{};
-    std::uint64_t recorded = 0, passed = 0;  // frees marked so far; frees known done
-  };
   struct block {
     void* address;
-    std::size_t bytes;
     std::uint64_t mark;  // the stream's free count when it came back
   };
-  // Free lists are keyed on (stream index, size class index).
-  static std::uint64_t list_key(std::size_t stream_index, detail::size_class cls) noexcept {
-    return (std::uint64_t{stream_index} << 16) | cls.index;
-  }
-  static void hand_out(caching_statistics& st, std::size_t bytes) noexcept {
-    st.bytes_in_use += bytes;
-    ++st.blocks_in_use;
-    if (st.bytes_in_use > st.peak_bytes_in_use) st.peak_bytes_in_use = st.bytes_in_use;
-  }
-  static void take_back(caching_statistics& st, std::size_t bytes) noexcept {
-    st.bytes_in_use -= bytes;
-    --st.blocks_in_use;
-  }
-  template <class Update>
-  void count(Update&& update) noexcept {
-    const std::lock_guard<std::mutex> lock(mutex_);
-    update(stats_);
-  }
+  // One stream (its handle and id never change; a new stream at the same handle gets a new state). The counters
+  // wrap: a block handed out by one stream and freed on another counts on both, and only the sums mean anything.
+  struct alignas(64) stream_state {
+    stream_state(cudaStream_t h, std::uint64_t i, int d) noexcept : handle(h), id(i), device(d) {}
+    const cudaStream_t handle;  // the first cache line is read by every thread's find(): nothing written often
+    const std::uint64_t id;
+    const int device;
+    alignas(64) mutable detail::spin_lock lock;
+    std::atomic<std::uint64_t> confirmed{~std::uint64_t{0}};  // see allocate
+    bool demanded = false;   // another stream found blocks of ours no event covers: record one at our next call
+    bool retired = false;    // its stream is gone: never marked again
+    marker event{};
+    std::uint64_t frees = 0, recorded = 0, passed = 0;  // frees so far; frees the last record covers; known done
+    std::size_t bytes_in_use = 0, blocks_in_use = 0, reused = 0, reused_across = 0;
+    std::vector<block> lists[detail::size_classes];
+    void hand_out(std::size_t bytes) noexcept {
+      bytes_in_use += bytes;
+      ++blocks_in_use;
+    }
+    void take_back(std::size_t bytes) noexcept {
+      bytes_in_use -= bytes;
+      --blocks_in_use;
+    }
+  };
 
-  // The index of the stream's state, added on first sight. Under the mutex.
-  std::size_t state_of(detail::stream_key key) {
-    for (std::size_t i = 0; i < streams_.size(); ++i)
-      if (streams_[i].key.id == key.id && streams_[i].device == key.device) return i;
-    streams_.push_back(stream_state{key, key.device});
-    return streams_.size() - 1;
+  static void add(caching_statistics& out, const stream_state& st) noexcept {
+    const std::lock_guard<detail::spin_lock> lock(st.lock);
+    out.bytes_in_use += st.bytes_in_use;
+    out.blocks_in_use += st.blocks_in_use;
+    out.reused += st.reused;
+    out.reused_across_streams += st.reused_across;
   }
-  // Whether the free that cached `b` on stream `owner` is known to be done, asking the event at most once.
+  void reserve(std::size_t bytes, std::size_t blocks) noexcept {  // negative as wrapped unsigned
+    const std::size_t now = reserved_bytes_.fetch_add(bytes, std::memory_order_relaxed) + bytes;
+    reserved_blocks_.fetch_add(blocks, std::memory_order_relaxed);
+    if (blocks == 1) upstream_allocations_.fetch_add(1, std::memory_order_relaxed);
+    std::size_t peak = peak_.load(std::memory_order_relaxed);
+    while (blocks == 1 && now > peak && !peak_.compare_exchange_weak(peak, now, std::memory_order_relaxed)) {}
+  }
+  // The device to make current for the upstream: the stream's (-1: the current one, for a default stream, whose
+  // buffer made its device current, or a stream CUDA cannot name now).
+  int device_for(const stream_state* st, stream_ref s) const noexcept {
+    if (st != nullptr && st != &overflow_) return st->device;
+    if (!s.valid() || detail::is_default_stream(s.get())) return -1;
+    return order_.device(s, "caching_pool").value_or(-1);
+  }
+  // Records the stream's event; its frees so far become reusable elsewhere once it completes. Under st.lock.
+  void mark(stream_state& st, stream_ref s) noexcept {
+    if (const status marked = order_.mark(st.event, st.device, s); !marked) {
+      report_release_failure(marked.error());
+      return;
+    }
+    st.recorded = st.frees;
+    st.demanded = false;
+  }
+  // Whether the free that cached `b` on `owner` is known to be done, asking the event at most once. Under the lock.
   bool is_done(stream_state& owner, const block& b) noexcept {
     if (b.mark <= owner.passed) return true;
+    if (b.mark > owner.recorded) return false;
     if (owner.recorded > owner.passed && order_.passed(owner.event)) owner.passed = owner.recorded;
     return b.mark <= owner.passed;
   }
-  // A cached block of class `cls` for stream `me`: its own newest, else the oldest finished one of a stream of the
-  // same device. Under the mutex.
-  void* take_cached(std::size_t me, detail::size_class cls) noexcept {
-    auto take = [&](std::vector<block>& list, std::size_t at, bool across) {
-      void* address = list[at].address;
-      list.erase(list.begin() + static_cast<std::ptrdiff_t>(at));
-      stats_.bytes_cached -= cls.bytes;
-      --stats_.blocks_cached;
-      ++stats_.reused;
-      if (across) ++stats_.reused_across_streams;
-      hand_out(stats_, cls.bytes);
-      return address;
-    };
-    if (auto own = lists_.find(list_key(me, cls)); own != lists_.end() && !own->second.empty())
-      return take(own->second, own->second.size() - 1, false);
-    for (std::size_t other = 0; other < streams_.size(); ++other) {
-      if (other == me || streams_[other].device != streams_[me].device) continue;
-      auto list = lists_.find(list_key(other, cls));
-      if (list != lists_.end() && !list->second.empty() && is_done(streams_[other], list->second.front()))
-        return take(list->second, 0, true);
+
+  // The live state for a handle: no lock, no CUDA call.
+  stream_state* find(cudaStream_t handle) const noexcept {
+    const std::size_t used = used_.load(std::memory_order_acquire);
+    for (std::size_t i = 0; i < used; ++i) {
+      stream_state* st = slots_[i].load(std::memory_order_acquire);
+      if (st != nullptr && st->handle == handle) return st;
     }
     return nullptr;
   }
-  // Moves the blocks to give back out of the lists (all, or the finished ones), then frees them outside the lock.
+  // The state for stream `id` at `s`'s handle, made on first sight. A state at the handle with another id belongs
+  // to a destroyed stream: it retires (its blocks wait for trim or release). With every slot taken by a stream
+  // that has cached blocks, the overflow state, which caches nothing.
+  result<stream_state*> adopt(stream_ref s, std::uint64_t id, const char* api) noexcept {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    std::size_t slot = max_streams, used = used_.load(std::memory_order_relaxed);
+    for (std::size_t i = 0; i < used && slot == max_streams; ++i) {
+      stream_state* st = slots_[i].load(std::memory_order_relaxed);
+      if (st->handle != s.get()) continue;
+      if (st->id == id) return st;
+      slot = i;
+    }
+    for (std::size_t i = 0; i < used && slot == max_streams && used == max_streams; ++i)
+      if (const std::lock_guard<detail::spin_lock> held(slots_[i].load()->lock); newest(*slots_[i].load()) == 0)
+        slot = i;
+    if (slot == max_streams && used == max_streams) return &overflow_;
+    auto device = order_.device(s, api);
+    if (!device) return device.error();
+    states_.push_back(std::make_unique<stream_state>(s.get(), id, *device));
+    if (slot == max_streams) {
+      slot = used;
+      used_.store(used + 1, std::memory_order_release);
+    } else {
+      const std::lock_guard<detail::spin_lock> held(slots_[slot].load()->lock);
+      slots_[slot].load()->retired = true;
+    }
+    slots_[slot].store(states_.back().get(), std::memory_order_release);
+    return states_.back().get();
+  }
+  // The mark of the newest cached block (marks start at 1); 0: none cached. Under the state's lock.
+  static std::uint64_t newest(const stream_state& st) noexcept {
+    std::uint64_t mark = 0;
+    for (const auto& list : st.lists)
+      if (!list.empty()) mark = std::max(mark, list.back().mark);
+    return mark;
+  }
+
+  // The newest block of class `cls` freed on `st`'s own stream.
+  void* take_own(stream_state& st, detail::size_class cls, stream_ref s) noexcept {
+    const std::lock_guard<detail::spin_lock> lock(st.lock);
+    if (st.demanded) mark(st, s);
+    auto& list = st.lists[cls.index];
+    if (list.empty()) return nullptr;
+    void* address = list.back().address;
+    list.pop_back();
+    st.hand_out(cls.bytes);
+    ++st.reused;
+    return address;
+  }
+  // The oldest finished block of class `cls` of another stream of `me`'s device. A stream whose oldest block no
+  // event covers is asked to record one.
+  void* take_other(stream_state& me, detail::size_class cls) noexcept {
+    const std::size_t used = used_.load(std::memory_order_acquire);
+    for (std::size_t i = 0; i < used; ++i) {
+      stream_state* other = slots_[i].load(std::memory_order_acquire);
+      if (other == &me || other->device != me.device) continue;
+      const std::unique_lock<detail::spin_lock> lock(other->lock, std::try_to_lock);
+      auto& list = other->lists[cls.index];
+      if (!lock || list.empty()) continue;
+      if (!is_done(*other, list.front())) {
+        if (list.front().mark > other->recorded) other->demanded = true;
+        continue;
+      }
+      void* address = list.front().address;
+      list.erase(list.begin());
+      other->hand_out(cls.bytes);
+      ++other->reused;
+      ++other->reused_across;
+      return address;
+    }
+    return nullptr;
+  }
+  // Takes the blocks to give back out of the lists (all, or the finished ones), then frees them without a lock.
   void give_back(bool wait) noexcept {
-    std::vector<std::pair<int, block>> leaving;
+    std::vector<std::pair<int, std::pair<void*, std::size_t>>> leaving;
     {
       const std::lock_guard<std::mutex> lock(mutex_);
-      for (auto& [key, list] : lists_) {
-        if (list.empty()) continue;
-        stream_state& owner = streams_[static_cast<std::size_t>(key >> 16)];
-        if (wait && owner.recorded > owner.passed) {
-          order_.wait(owner.event);
-          owner.passed = owner.recorded;
+      std::vector<int> synchronized;
+      for (auto& held : states_) {
+        stream_state& st = *held;
+        const std::lock_guard<detail::spin_lock> st_lock(st.lock);
+        const std::uint64_t cached = newest(st);
+        if (cached == 0) continue;
+        if (wait && cached > st.recorded) {
+          const bool done = std::find(synchronized.begin(), synchronized.end(), st.device) != synchronized.end();
+          if (done || order_.wait_device(st.device)) {
+            synchronized.push_back(st.device);
+            st.passed = st.frees;
+          }
+        } else if (wait && st.recorded > st.passed) {
+          order_.wait(st.event);
+          st.passed = st.recorded;
         }
-        std::size_t done = 0;
-        while (done < list.size() && is_done(owner, list[done])) ++done;
-        for (std::size_t i = 0; i < done; ++i) {
-          leaving.emplace_back(owner.device, list[i]);
-          stats_.bytes_cached -= list[i].bytes;
-          --stats_.blocks_cached;
+        if (!wait && cached > st.recorded && !st.retired) st.demanded = true;
+        for (std::size_t c = 0; c < detail::size_classes; ++c) {
+          auto& list = st.lists[c];
+          std::size_t done = 0;
+          while (done < list.size() && is_done(st, list[done])) ++done;
+          const std::size_t bytes = detail::size_class_bytes(c);
+          for (std::size_t i = 0; i < done; ++i) leaving.push_back({st.device, {list[i].address, bytes}});
+          list.erase(list.begin(), list.begin() + static_cast<std::ptrdiff_t>(done));
         }
-        list.erase(list.begin(), list.begin() + static_cast<std::ptrdiff_t>(done));
       }
-      if (wait) forget_streams();
     }
-    for (auto& [device, b] : leaving)
-      order_.give_back(device, [&](stream_ref s) { upstream_.deallocate(s, b.address, b.bytes, block_alignment); });
-  }
-  // After release(): no block is cached, so the per-stream state (one event each) can go.
-  void forget_streams() noexcept {
-    for (stream_state& st : streams_) order_.destroy(st.event);
-    streams_.clear();
-    lists_.clear();
+    for (auto& [device, b] : leaving) {
+      order_.give_back(device, [&](stream_ref s) { upstream_.deallocate(s, b.first, b.second, block_alignment); });
+      reserve(0 - b.second, std::size_t(0) - 1);
+    }
   }
 
   Upstream& upstream_;
   [[no_unique_address]] StreamOrder order_;
-  mutable std::mutex mutex_;
-  std::vector<stream_state> streams_;
-  std::unordered_map<std::uint64_t, std::vector<block>> lists_;
-  caching_statistics stats_;
+  mutable std::mutex mutex_;  // states_ and slot changes
+  std::vector<std::unique_ptr<stream_state>> states_;  // every state made, live or retired, until destruction
+  std::atomic<stream_state*> slots_[max_streams] = {};
+  std::atomic<std::size_t> used_{0};
+  stream_state overflow_{nullptr, 0, -1};
+  std::atomic<std::size_t> reserved_bytes_{0}, reserved_blocks_{0}, peak_{0}, upstream_allocations_{0}, retries_{0};
 };
 static_assert(memory_resource_for<caching_pool<device_pool_resource>, device>);
 

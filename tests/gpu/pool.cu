@@ -128,7 +128,10 @@ TEST_CASE("a block freed on one stream is not reused on another before the first
   CHECK(reused.data().get() != first_address);
   CHECK(pool.statistics().reused_across_streams == 0);
 
-  // Once a is done, b may take a's block.
+  // b's miss asked a to mark its frees: a records an event at its next pool call. Once that is done, b may take
+  // a's block.
+  REQUIRE_OK(device_buffer<int>::allocate(1, a, pool));
+  REQUIRE_OK(a.synchronize());
   auto later = take(device_buffer<int>::allocate(count, b, pool));
   CHECK(later.data().get() == first_address);
   CHECK(pool.statistics().reused_across_streams == 1);

@@ -51,14 +51,15 @@ struct fake_upstream {
 static_assert(memory_resource_for<fake_upstream, device>);
 
 // Streams are handles 0x1000, 0x2000, ...; each has an id (reassignable, to model a destroyed stream whose handle
-// comes back) and a "busy" flag: a mark recorded while busy completes only when the test calls finish().
+// comes back) and a "busy" flag: a mark recorded while busy completes only when the test calls finish(). The pool
+// calls mark from several threads at once in the concurrency test: the mutex keeps the fake consistent.
 struct fake_world {
   std::map<cudaStream_t, std::uint64_t> ids;
   std::map<std::uint64_t, bool> pending;  // id -> its last mark is not done
   std::set<std::uint64_t> busy;
   std::set<std::uint64_t> capturing;
-  int waits = 0;
-  int destroyed = 0;
+  int marks = 0, waits = 0, device_waits = 0, destroyed = 0;
+  std::mutex mutex;
 
   stream_ref stream(std::uintptr_t handle, std::uint64_t id) {
     auto h = reinterpret_cast<cudaStream_t>(handle);
@@ -74,24 +75,42 @@ struct fake_world {
 struct fake_order {
   using marker = std::uint64_t;  // the stream id, 0 before the first mark
   fake_world* world;
-  result<detail::stream_key> identify(stream_ref s, const char* api) const noexcept {
+  status usable(stream_ref s, const char* api) const noexcept {
     if (!s.valid()) return detail::handle_moved_from(api, "stream");
-    const std::uint64_t id = world->ids.at(s.get());
-    if (world->capturing.count(id)) return error(errc::capture_active, api, "capturing");
-    return detail::stream_key{id, 0};
-  }
-  status mark(marker& m, int, stream_ref s) const noexcept {
-    m = world->ids.at(s.get());
-    world->pending[m] = world->busy.count(m) != 0;
+    if (world->capturing.count(world->ids.at(s.get()))) return error(errc::capture_active, api, "capturing");
     return {};
   }
-  bool passed(marker m) const noexcept { return !world->pending[m]; }
+  result<std::uint64_t> id(stream_ref s, const char*) const noexcept { return world->ids.at(s.get()); }
+  result<int> device(stream_ref, const char*) const noexcept { return 0; }
+  status mark(marker& m, int, stream_ref s) const noexcept {
+    const std::lock_guard<std::mutex> lock(world->mutex);
+    m = world->ids.at(s.get());
+    world->pending[m] = world->busy.count(m) != 0;
+    ++world->marks;
+    return {};
+  }
+  bool passed(marker m) const noexcept {
+    const std::lock_guard<std::mutex> lock(world->mutex);
+    return !world->pending[m];
+  }
   void wait(marker m) const noexcept {
+    const std::lock_guard<std::mutex> lock(world->mutex);
     ++world->waits;
     world->finish(m);
   }
+  bool wait_device(int) const noexcept {
+    const std::lock_guard<std::mutex> lock(world->mutex);
+    ++world->device_waits;
+    for (auto& [id, pending] : world->pending) pending = false;
+    world->busy.clear();
+    return true;
+  }
   void destroy(marker m) const noexcept {
     if (m != 0) ++world->destroyed;
+  }
+  template <class F>
+  decltype(auto) on_device(int, F&& f) const noexcept {
+    return f();
   }
   template <class Free>
   void give_back(int, Free&& free) const noexcept {
@@ -151,7 +170,7 @@ TEST_CASE("a caching pool reuses a block on its own stream at once", "[pool]") {
     CHECK(st.blocks_in_use == 0);
     CHECK(st.bytes_in_use == 0);
     CHECK(st.blocks_cached == 2);
-    CHECK(st.peak_bytes_in_use == 1024 + 5120);
+    CHECK(st.peak_bytes_reserved == 1024 + 5120);
     pool.release();
     CHECK(pool.statistics().blocks_cached == 0);
     CHECK(upstream.live.empty());
@@ -167,22 +186,35 @@ TEST_CASE("a block freed on one stream goes to another only once the free's mark
   world.busy.insert(11);
   void* on_a = *pool.allocate(a, 4096, 256);
   pool.deallocate(a, on_a, 4096, 256);
+  CHECK(world.marks == 0);  // nobody has asked for a's blocks: a records nothing
 
-  void* on_b = *pool.allocate(b, 4096, 256);  // a is still busy: a fresh block
+  void* on_b = *pool.allocate(b, 4096, 256);  // a's block has no mark: a fresh block, and a is asked for one
   CHECK(on_b != on_a);
   CHECK(upstream.allocations == 2);
+  CHECK(world.marks == 0);
   pool.deallocate(b, on_b, 4096, 256);
 
-  world.finish(11);
+  void* small = *pool.allocate(a, 100, 8);  // a's next call records the mark; a is still busy
+  CHECK(world.marks == 1);
   const stream_ref c = world.stream(0x3000, 13);
-  void* on_c = *pool.allocate(c, 4096, 256);  // a is done: its block (the oldest finished) is taken
-  CHECK((on_c == on_a || on_c == on_b));
+  void* still_busy = *pool.allocate(c, 4096, 256);  // a's mark is not done: not a's block
+  CHECK(still_busy != on_a);
+  pool.deallocate(c, still_busy, 4096, 256);
+
+  world.finish(11);
+  void* on_c = *pool.allocate(c, 4096, 256);  // c's own block first
+  CHECK(on_c == still_busy);
+  const stream_ref d = world.stream(0x4000, 14);
+  void* on_d = *pool.allocate(d, 4096, 256);  // a is done: its block, the oldest finished, is taken
+  CHECK(on_d == on_a);
   CHECK(pool.statistics().reused_across_streams == 1);
-  CHECK(upstream.allocations == 2);
+  pool.deallocate(a, small, 100, 8);
   pool.deallocate(c, on_c, 4096, 256);
+  pool.deallocate(d, on_d, 4096, 256);
   pool.release();
   CHECK(upstream.live.empty());
   CHECK(pool.statistics().bytes_in_use == 0);
+  CHECK(pool.statistics().bytes_reserved == 0);
 }
 
 TEST_CASE("a destroyed stream's handle reused by a new stream inherits nothing unsafe", "[pool]") {
@@ -198,8 +230,8 @@ TEST_CASE("a destroyed stream's handle reused by a new stream inherits nothing u
   void* q = *pool.allocate(new_stream, 100, 8);
   CHECK(q != p);
   pool.deallocate(new_stream, q, 100, 8);
-  pool.release();  // waits for the old stream's mark
-  CHECK(world.waits >= 1);
+  pool.release();  // no mark covers the old stream's block: waits for the device
+  CHECK(world.device_waits == 1);
   CHECK(upstream.live.empty());
 }
 
@@ -213,15 +245,25 @@ TEST_CASE("trim gives back only finished blocks; release waits for the rest", "[
   void* pb = *pool.allocate(b, 256, 8);
   pool.deallocate(a, pa, 256, 8);
   pool.deallocate(b, pb, 256, 8);
-  pool.trim();
-  CHECK(upstream.live.size() == 1);
-  CHECK(upstream.live.count(pa) == 1);
+  pool.trim();  // no mark covers either block yet: nothing goes, both streams are asked to record one
+  CHECK(upstream.live.size() == 2);
+  CHECK(world.marks == 0);
+  void* qa = *pool.allocate(a, 1024, 8);  // each stream's next call records its mark
+  void* qb = *pool.allocate(b, 1024, 8);
+  CHECK(world.marks == 2);
+  pool.trim();  // b's mark is done, a's is not
+  CHECK(upstream.live.size() == 3);
+  CHECK(upstream.live.count(pb) == 0);
   CHECK(pool.statistics().blocks_cached == 1);
   CHECK(world.waits == 0);
+  pool.release();  // waits for a's mark
+  CHECK(upstream.live.size() == 2);
+  CHECK(world.waits == 1);
+  CHECK(world.device_waits == 0);
+  pool.deallocate(a, qa, 1024, 8);
+  pool.deallocate(b, qb, 1024, 8);
   pool.release();
   CHECK(upstream.live.empty());
-  CHECK(world.waits == 1);
-  CHECK(world.destroyed == 2);  // both streams' markers
 }
 
 TEST_CASE("out of memory: the pool gives back its cache and retries once", "[pool]") {
@@ -236,7 +278,7 @@ TEST_CASE("out of memory: the pool gives back its cache and retries once", "[poo
   auto second = pool.allocate(b, 3072, 8);  // 2048 cached + 3072 > limit: release, retry
   REQUIRE(second);
   CHECK(pool.statistics().out_of_memory_retries == 1);
-  CHECK(world.waits == 1);
+  CHECK(world.device_waits == 1);  // no mark covered a's block
   auto too_big = pool.allocate(b, 4096, 8);  // cannot fit even after the retry
   REQUIRE_FALSE(too_big);
   CHECK(too_big.error().cuda_status() == cudaErrorMemoryAllocation);
@@ -281,7 +323,7 @@ TEST_CASE("the caching pool is thread-safe", "[pool][concurrent]") {
   for (std::uintptr_t i = 0; i < 8; ++i) streams.push_back(world.stream(0x1000 * (i + 1), 100 + i));
   std::vector<std::thread> threads;
   std::atomic<int> failures{0};
-  // world's maps are only read from here on (mark writes `pending`, under the pool's mutex).
+  // world's maps are only read from here on, except under its mutex.
   for (std::size_t t = 0; t < 8; ++t) {
     threads.emplace_back([&, t] {
       std::vector<void*> held;
@@ -353,7 +395,7 @@ TEST_CASE("the allocator table: register, find, refuse twice, erase, reuse a slo
   auto slot = table.insert(7, 0x700, one);
   REQUIRE(slot);
   CHECK_FALSE(table.empty());
-  detail::allocator_table::entry found{two, 0};
+  detail::allocator_table::entry found{two, 0, 0};
   CHECK(table.find(0x700, found));
   CHECK(found.resource == resource_ref<device>(one));
   CHECK(found.stream_id == 7);
@@ -379,7 +421,7 @@ TEST_CASE("the allocator table: a new stream at a destroyed stream's handle take
   tagged_resource old_resource{1}, new_resource{2};
   auto old_slot = table.insert(7, 0x700, old_resource);  // its stream is destroyed, the registration kept
   REQUIRE(old_slot);
-  detail::allocator_table::entry found{old_resource, 0};
+  detail::allocator_table::entry found{old_resource, 0, 0};
   REQUIRE(table.find(0x700, found));
   CHECK(found.stream_id == 7);  // allocator_for compares this with the stream's id: a new stream would not match
   auto new_slot = table.insert(8, 0x700, new_resource);  // a new stream (id 8) at the same handle
@@ -413,7 +455,7 @@ TEST_CASE("the allocator table: lookups race with registrations and never see a 
   for (int t = 0; t < 4; ++t) {
     readers.emplace_back([&] {
       while (!stop.load()) {
-        detail::allocator_table::entry found{a, 0};
+        detail::allocator_table::entry found{a, 0, 0};
         for (std::uint64_t id = 1; id <= 4; ++id) {
           if (!table.find(0x100 * id, found)) continue;
           if (!(found.resource == resource_ref<device>(a) || found.resource == resource_ref<device>(b))) ++torn;

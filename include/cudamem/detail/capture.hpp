@@ -2,7 +2,7 @@
 // cudamem: keeping the library's own calls out of the user's stream captures. Internal.
 #pragma once
 
-#include <cudamem/detail/config.hpp>
+#include <cudamem/detail/driver.hpp>
 
 namespace cudamem::detail {
 
@@ -12,8 +12,8 @@ namespace cudamem::detail {
 /// are not part of any capture, so they run in relaxed mode, as PyTorch's allocator does.
 class relaxed_capture_scope {
  public:
-  relaxed_capture_scope() noexcept { (void)cudaThreadExchangeStreamCaptureMode(&mode_); }
-  ~relaxed_capture_scope() { (void)cudaThreadExchangeStreamCaptureMode(&mode_); }
+  relaxed_capture_scope() noexcept { (void)exchange_capture_mode(&mode_); }
+  ~relaxed_capture_scope() { (void)exchange_capture_mode(&mode_); }
   relaxed_capture_scope(const relaxed_capture_scope&) = delete;
   relaxed_capture_scope& operator=(const relaxed_capture_scope&) = delete;
 

@@ -1,29 +1,26 @@
 // SPDX-License-Identifier: MIT
 // cudamem: what a caching pool needs to know about streams, behind one small interface so that the caching logic
-// can be tested without a GPU (tests/host/pool.cpp drives it with made-up streams). Internal.
+// can be tested without a GPU (tests/host/pool.cpp drives it with made-up streams), and the pool's lock. Internal.
 #pragma once
 
+#include <cudamem/detail/capture.hpp>
 #include <cudamem/device.hpp>
-#include <cudamem/registry.hpp>
 #include <cudamem/stream.hpp>
 
+#include <atomic>
 #include <bit>
 #include <cstdint>
 #include <optional>
+#include <thread>
 
 namespace cudamem::detail {
-
-/// A stream as a pool keys it: cudaStreamGetId (never reused in a process) and its device.
-struct stream_key {
-  std::uint64_t id;
-  int device;
-};
 
 /// A size class: four per power of two from 256 bytes, so a cached block is at most 25% larger than asked for.
 struct size_class {
   std::size_t index;
   std::size_t bytes;
 };
+inline constexpr std::size_t size_classes = 217;  ///< indices 0 to 216: up to 2^62 bytes
 /// The class of a request of `bytes` (> 0). Errors: size_overflow above 2^62 bytes, which no device has.
 inline result<size_class> class_of(std::size_t bytes, const char* api) noexcept {
   if (bytes <= 256) return size_class{0, 256};
@@ -35,43 +32,93 @@ inline result<size_class> class_of(std::size_t bytes, const char* api) noexcept 
   return size_class{static_cast<std::size_t>(log2_ceiling - 9) * 4 + steps, base + steps * step};
 }
 
-/// Stream ordering through CUDA: one event per stream, recorded at every free into the pool; a block freed on one
-/// stream goes to another once cudaEventQuery says that record is done.
-struct cuda_stream_order {
-  using marker = cudaEvent_t;  ///< null until the stream's first free
+/// The bytes of size class `index` (the inverse of class_of).
+inline constexpr std::size_t size_class_bytes(std::size_t index) noexcept {
+  return index == 0 ? 256 : (std::size_t{1} << ((index - 1) / 4 + 6)) * (4 + (index - 1) % 4 + 1);
+}
 
-  /// The stream's key. Errors: invalid_argument (moved from); capture_active (a pool must not hand blocks to or take
-  /// them from a graph capture: a replay would use them behind the pool's back); CUDA errors.
-  result<stream_key> identify(stream_ref s, const char* api) const noexcept {
+/// A test-and-test-and-set lock: uncontended it costs one atomic exchange (a std::mutex costs about three times
+/// that on an H200 host); a waiter yields. The pool holds it for a few list operations at a time.
+class spin_lock {
+ public:
+  bool try_lock() noexcept {
+    return !held_.load(std::memory_order_relaxed) && !held_.exchange(true, std::memory_order_acquire);
+  }
+  void lock() noexcept {
+    while (!try_lock()) std::this_thread::yield();
+  }
+  void unlock() noexcept { held_.store(false, std::memory_order_release); }
+
+ private:
+  std::atomic<bool> held_{false};
+};
+
+/// Stream ordering through CUDA's driver entry points (no runtime call on the pool's hot path): a stream is known by
+/// its handle and cudaStreamGetId, which never repeats in a process; an event per stream marks its frees.
+struct cuda_stream_order {
+  using marker = cudaEvent_t;  ///< null until the stream's first mark
+
+  /// Fails for a stream the pool must not serve: moved from (invalid_argument); capturing (capture_active: a graph
+  /// replay would reuse its blocks behind the pool's back).
+  status usable(stream_ref s, const char* api) const noexcept {
+    CUstreamCaptureStatus capture{};
+    const auto is_capturing = driver().stream_is_capturing;
+    if (s.valid() && is_capturing != nullptr && is_capturing(s.get(), &capture) == CUDA_SUCCESS &&
+        capture == CU_STREAM_CAPTURE_STATUS_NONE) [[likely]]
+      return {};
     if (!s.valid()) return handle_moved_from(api, "stream");
-    CUDAMEM_TRY(refuse_capture(s.get(), api,
-                               "a caching pool cannot serve a stream that is being captured (a graph replay would "
-                               "reuse its blocks behind the pool's back); register device_pool_resource there"));
+    return refuse_capture(s.get(), api,
+                          "a caching pool cannot serve a stream that is being captured (a graph replay would reuse "
+                          "its blocks behind the pool's back); register device_pool_resource there");
+  }
+  /// cudaStreamGetId of a stream that is not capturing.
+  result<std::uint64_t> id(stream_ref s, const char* api) const noexcept {
+    unsigned long long id = 0;
+    CUDAMEM_TRY(check(stream_unique_id(s.get(), &id), api, "cudaStreamGetId"));
+    return static_cast<std::uint64_t>(id);
+  }
+  /// The stream's device (once per stream a pool sees).
+  result<int> device(stream_ref s, const char* api) const noexcept {
     auto where = s.device();
     if (!where) return where.error().with_api(api);
-    auto id = stream_id(s, api);
-    if (!id) return id.error();
-    return stream_key{*id, where->get()};
+    return where->get();
   }
   /// Records `m` (created on first use, on `device`) on `s`: it completes once the work queued so far is done.
   status mark(marker& m, int device, stream_ref s) const noexcept {
-    constexpr const char* api = "caching_pool::deallocate";
+    constexpr const char* api = "caching_pool";
     if (m == nullptr) {
       auto guard = device_guard::set(device_id(device));
       if (!guard) return guard.error().with_api(api);
       CUDAMEM_TRY(check(cudaEventCreateWithFlags(&m, cudaEventDisableTiming), api, "cudaEventCreateWithFlags"));
     }
-    return check(cudaEventRecord(m, s.get()), api, "cudaEventRecord");
+    return check(record_event(m, s.get()), api, "cudaEventRecord");
   }
   /// Whether the last record of `m` is done; an error counts as not done (the block stays where it is).
   bool passed(marker m) const noexcept {
-    auto done = query_result(cudaEventQuery(m), "caching_pool", "cudaEventQuery");
+    auto done = query_result(query_event(m), "caching_pool", "cudaEventQuery");
     return done && *done;
   }
   /// Blocks until the last record of `m` is done.
   void wait(marker m) const noexcept { check_release(cudaEventSynchronize(m), "cudaEventSynchronize"); }
+  /// Blocks until all work queued on `device` is done (for blocks whose frees no mark covers); false if CUDA
+  /// refused.
+  bool wait_device(int device) const noexcept {
+    relaxed_capture_scope relaxed;
+    auto guard = device_guard::set(device_id(device));
+    if (!guard) return false;
+    const cudaError_t code = cudaDeviceSynchronize();
+    check_release(code, "cudaDeviceSynchronize");
+    return code == cudaSuccess;
+  }
   void destroy(marker m) const noexcept {
     if (m != nullptr) check_release(cudaEventDestroy(m), "cudaEventDestroy");
+  }
+  /// Calls `f` with `device` made current (-1: the current one), for the upstream's CUDA calls.
+  template <class F>
+  decltype(auto) on_device(int device, F&& f) const noexcept {
+    std::optional<result<device_guard>> guard;
+    if (device >= 0) guard.emplace(device_guard::set(device_id(device)));
+    return f();
   }
   /// Where idle blocks go back to the upstream: any stream will do once their work is done. The calling thread's
   /// default stream, since it joins no one's capture; `device` is made current around it.
