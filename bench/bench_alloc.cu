@@ -134,7 +134,7 @@ double throughput(pool_type& pool, int threads, int pairs) {
 }
 
 void threads_row(std::vector<row>& rows, const options& opt, pool_type& pool) {
-  const int pairs = opt.calls * 10;
+  const int pairs = opt.calls * 200;  // about 20 ms per thread: long enough that thread start-up skew does not count
   auto [one, eight] = interleaved(
       opt.warmups, std::max(3, opt.reps / 3), [&] { return throughput(pool, 1, pairs) / 1e6; },
       [&] { return throughput(pool, 8, pairs) / 1e6; });
