@@ -59,6 +59,7 @@ struct fake_world {
   std::set<std::uint64_t> busy;
   std::set<std::uint64_t> capturing;
   int marks = 0, waits = 0, device_waits = 0, destroyed = 0;
+  std::atomic<int> id_queries{0};
   std::mutex mutex;
 
   stream_ref stream(std::uintptr_t handle, std::uint64_t id) {
@@ -80,7 +81,10 @@ struct fake_order {
     if (world->capturing.count(world->ids.at(s.get()))) return error(errc::capture_active, api, "capturing");
     return {};
   }
-  result<std::uint64_t> id(stream_ref s, const char*) const noexcept { return world->ids.at(s.get()); }
+  result<std::uint64_t> id(stream_ref s, const char*) const noexcept {
+    ++world->id_queries;
+    return world->ids.at(s.get());
+  }
   result<int> device(stream_ref, const char*) const noexcept { return 0; }
   status mark(marker& m, int, stream_ref s) const noexcept {
     const std::lock_guard<std::mutex> lock(world->mutex);
@@ -232,6 +236,44 @@ TEST_CASE("a destroyed stream's handle reused by a new stream inherits nothing u
   pool.deallocate(new_stream, q, 100, 8);
   pool.release();  // no mark covers the old stream's block: waits for the device
   CHECK(world.device_waits == 1);
+  CHECK(upstream.live.empty());
+}
+
+TEST_CASE("a stream object's confirmed handle is trusted until some stream object ends", "[pool]") {
+  fake_world world;
+  fake_upstream upstream;
+  pool_type pool(upstream, fake_order{&world});
+  const auto handle = reinterpret_cast<cudaStream_t>(std::uintptr_t{0x6000});
+  world.ids[handle] = 61;
+  // stream objects over made-up handles; release() gives them up without a CUDA call
+  auto owner = stream::adopt(handle, device_id(0));
+  REQUIRE(owner);
+  world.busy.insert(61);
+  void* p = *pool.allocate(owner->ref(), 512, 8);
+  pool.deallocate(owner->ref(), p, 512, 8);
+  CHECK(world.id_queries == 1);  // first sight
+  CHECK(*pool.allocate(owner->ref(), 512, 8) == p);
+  CHECK(world.id_queries == 1);  // confirmed: no query
+  pool.deallocate(owner->ref(), p, 512, 8);
+  CHECK(*pool.allocate(world.stream(0x6000, 61), 512, 8) == p);  // a raw handle is checked every time
+  CHECK(world.id_queries == 2);
+  pool.deallocate(owner->ref(), p, 512, 8);
+  {
+    auto other = stream::adopt(reinterpret_cast<cudaStream_t>(std::uintptr_t{0x7000}), device_id(0));
+    (void)other->release();  // some stream object ends: confirmations lapse
+  }
+  CHECK(*pool.allocate(owner->ref(), 512, 8) == p);
+  CHECK(world.id_queries == 3);
+  pool.deallocate(owner->ref(), p, 512, 8);
+  (void)owner->release();  // the stream ends while its work still runs; a new one gets its handle
+  world.ids[handle] = 62;
+  auto successor = stream::adopt(handle, device_id(0));
+  void* q = *pool.allocate(successor->ref(), 512, 8);
+  CHECK(q != p);  // the old stream's block is not the new stream's
+  CHECK(world.id_queries == 4);
+  pool.deallocate(successor->ref(), q, 512, 8);
+  (void)successor->release();
+  pool.release();
   CHECK(upstream.live.empty());
 }
 
