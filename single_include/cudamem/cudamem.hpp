@@ -3698,8 +3698,9 @@ inline result<size_class> class_of(std::size_t bytes, const char* api) noexcept 
   if (bytes > (std::size_t{1} << 62))
     return error(errc::size_overflow, api, "%zu bytes is larger than any device's memory", bytes);
   const int log2_ceiling = std::bit_width(bytes - 1);  // 2^(log2_ceiling - 1) < bytes <= 2^log2_ceiling
-  const std::size_t base = std::size_t{1} << (log2_ceiling - 1), step = base / 4;
-  const std::size_t steps = (bytes - base + step - 1) / step;  // 1 to 4
+  const int step_log2 = log2_ceiling - 3;  // a step is a quarter of 2^(log2_ceiling - 1): a shift, not a division
+  const std::size_t base = std::size_t{1} << (log2_ceiling - 1), step = std::size_t{1} << step_log2;
+  const std::size_t steps = (bytes - base + step - 1) >> step_log2;  // 1 to 4
   return size_class{static_cast<std::size_t>(log2_ceiling - 9) * 4 + steps, base + steps * step};
 }
 
