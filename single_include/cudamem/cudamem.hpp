@@ -1032,8 +1032,8 @@ inline bool is_default_stream(cudaStream_t handle) noexcept {
 inline error handle_moved_from(const char* api, const char* what) noexcept {
   return error(errc::invalid_argument, api, "the %s was moved from", what);
 }
-/// cudaStreamQuery / cudaEventQuery as true (done), false (not yet) or an error. Not-ready is not in CUDA's
-/// last-error slot, so the slot is left alone: it may hold an error of the caller's (a failed kernel launch).
+/// cudaStreamQuery / cudaEventQuery as true (done), false (not yet) or an error. Not-ready does not touch CUDA's
+/// last-error slot, which may hold an error of the caller's (a failed kernel launch).
 inline result<bool> query_result(cudaError_t code, const char* api, const char* cuda_call) noexcept {
   if (code == cudaErrorNotReady) return false;
   if (auto s = check(code, api, cuda_call); !s) return s.error();
@@ -1073,8 +1073,8 @@ struct event_handle {  // what an event owns; a moved-from event holds null
 };
 }  // namespace detail
 
-/// A non-owning reference to a CUDA stream and, where known, its device (stream-ordered allocation and typed fills
-/// run there; CUDA cannot name a capturing stream's device without invalidating the capture).
+/// A non-owning reference to a CUDA stream and, where known, its device (where stream-ordered allocation and typed
+/// fills run; CUDA cannot name a capturing stream's device without invalidating the capture).
 class stream_ref {
  public:
   stream_ref() noexcept = default;      ///< The legacy default stream of the current device, as legacy().
@@ -1242,8 +1242,8 @@ struct event_options {
 /// streams of any device can wait for it.
 class event {
  public:
-  /// Creates an event on `id`, or the current device (cudaEventCreateWithFlags); the current device stays.
-  /// Errors: out_of_range (`id` names no device); CUDA errors.
+  /// Creates an event on `id`, or the current device (cudaEventCreateWithFlags), which stays current. Errors:
+  /// out_of_range (`id` names no device); CUDA errors.
   [[nodiscard]] static result<event> create(device_id id, event_options options = {}) noexcept {
     auto guard = device_guard::set(id);
     if (!guard) return guard.error().with_api("event::create");
@@ -1694,9 +1694,8 @@ constexpr bool steppable(std::size_t count, std::size_t elem_size) noexcept {
 
 namespace cudamem {
 
-// The accessors of a typed address or view (a class with a `Kind` parameter): __device__, __host__ or both, as
-// the kind allows; one place for ptr and span. A g++ build has host code only: there a host-side use of device
-// memory hits a static_assert.
+// The accessors of ptr and span (classes with a `Kind` parameter): __device__, __host__ or both, as the kind allows.
+// A g++ build has host code only: there a host-side use of device memory hits a static_assert.
 #if defined(__CUDACC__)
 #define CUDAMEM_DETAIL_ACCESSORS(Ret, Params, Body)                    \
   template <class K_ = Kind>                                           \
@@ -1717,9 +1716,9 @@ namespace cudamem {
   }
 #endif
 
-/// A typed address of memory of kind Kind on device `device()` (host and pinned memory: device_id::host()).
-/// Trivially copyable; passed to kernels by value. Dereferencing compiles only on a side that may touch the memory:
-/// device memory in device code, pageable host memory in host code, the other kinds in both (g++: host code only).
+/// A typed address of memory of kind Kind on device `device()` (host and pinned memory: device_id::host()); trivially
+/// copyable, passed to kernels by value. Dereferencing compiles only where the memory may be touched: device memory in
+/// device code, pageable host memory in host code, the other kinds in both (g++: host code only).
 template <class T, memory_kind Kind>
 class ptr {
  public:
