@@ -35,14 +35,12 @@ class buffer {
   buffer() noexcept = default;  ///< An empty buffer.
 
   /// `count` elements (device and managed memory: on the current device) from the kind's default resource (device
-  /// memory: cudaMalloc, usable on any stream at once). Synchronous. Errors: size_overflow; not_supported
-  /// (alignof(T) > 256 for CUDA memory); out_of_memory (host); CUDA errors. Nothing is allocated on error; count == 0
-  /// allocates nothing.
+  /// memory: cudaMalloc, usable on any stream at once); synchronous; nothing for count 0. Errors (nothing allocated):
+  /// size_overflow; not_supported (alignof(T) > 256 for CUDA memory); out_of_memory (host); CUDA errors.
   [[nodiscard]] static result<buffer> allocate(std::size_t count) noexcept {
     return allocate(count, stream_ref(), default_resource<Kind>());
   }
-  /// As allocate(count), on device `id` (the current device is left as it was). Errors: also out_of_range for an id
-  /// that names no device.
+  /// As allocate(count), on device `id` (the current device stays). Errors: also out_of_range (no such device).
   [[nodiscard]] static result<buffer> allocate(std::size_t count, device_id id) noexcept
     requires on_device
   {
@@ -59,14 +57,7 @@ class buffer {
   /// As allocate(count, s), from `resource`. Errors: also whatever the resource reports.
   [[nodiscard]] static result<buffer> allocate(std::size_t count, stream_ref s, resource_ref<Kind> resource) noexcept {
     if (!s.valid()) return detail::handle_moved_from("buffer::allocate", "stream");
-    if (auto bytes = detail::bytes_of(count, sizeof(T), "buffer::allocate"); !bytes) return bytes.error();
-    device_id where = device_id::host();
-    if constexpr (on_device) {
-      auto stream_device = s.device();
-      if (!stream_device) return stream_device.error().with_api("buffer::allocate");
-      where = *stream_device;
-    }
-    return make(count, where, s, resource);
+    return make(count, on_device ? std::nullopt : std::optional(device_id::host()), s, resource);
   }
 
   /// Takes over the memory of `other`, which is left empty.
@@ -102,9 +93,8 @@ class buffer {
   [[nodiscard]] ptr<const T, Kind> data() const& noexcept { return {data_, device_}; }  ///< As data(), of const T.
   void data() const&& = delete;
   [[nodiscard]] std::size_t size() const noexcept { return size_; }  ///< The number of elements.
-  [[nodiscard]] std::size_t size_bytes() const noexcept {
-    return size_ * sizeof(T);
-  }  ///< size() * sizeof(T) (it fits).
+  /// size() * sizeof(T) (it fits).
+  [[nodiscard]] std::size_t size_bytes() const noexcept { return size_ * sizeof(T); }
   [[nodiscard]] bool empty() const noexcept { return size_ == 0; }  ///< True when size() is 0.
   /// The device the memory lives on (device_id::host() for host and pinned memory).
   [[nodiscard]] device_id device() const noexcept { return device_; }
@@ -112,41 +102,18 @@ class buffer {
   [[nodiscard]] stream_ref stream() const noexcept { return stream_; }
   [[nodiscard]] resource_ref<Kind> resource() const noexcept { return resource_; }  ///< The resource it came from.
 
-  /// Hands the buffer to stream `s`: it is freed in `s`'s order from now on. The caller orders `s` after the work
-  /// still using the buffer on its old stream (an event), as for any cross-stream use.
+  /// Hands the buffer to stream `s`, freed in its order from now on; the caller orders `s` after the work still
+  /// using the buffer on its old stream (an event), as for any cross-stream use.
   void set_stream(stream_ref s) noexcept { stream_ = s; }
 
-  /// Element `i`, host-side, for kinds the host may touch (device memory: does not compile). Checked by
-  /// CUDAMEM_ASSERT in debug builds.
-  template <class K_ = Kind>
-  T& operator[](std::size_t i) & noexcept {
-    return host_side<K_>()[i];
-  }
-  /// As operator[], of a const buffer: a const element.
-  template <class K_ = Kind>
-  const T& operator[](std::size_t i) const& noexcept {
-    return host_side<K_>()[i];
-  }
-  /// The raw address of the first element, for range-for on the host. Device memory: does not compile.
-  template <class K_ = Kind>
-  T* begin() & noexcept {
-    return host_side<K_>().begin();
-  }
-  /// As begin(), of const elements.
-  template <class K_ = Kind>
-  const T* begin() const& noexcept {
-    return host_side<K_>().begin();
-  }
-  /// The raw address past the last element, as begin().
-  template <class K_ = Kind>
-  T* end() & noexcept {
-    return host_side<K_>().end();
-  }
-  /// As end(), of const elements.
-  template <class K_ = Kind>
-  const T* end() const& noexcept {
-    return host_side<K_>().end();
-  }
+  /// Element `i`, host-side (device memory: does not compile); checked by CUDAMEM_ASSERT in debug builds.
+  T& operator[](std::size_t i) & noexcept { return host_side()[i]; }
+  const T& operator[](std::size_t i) const& noexcept { return host_side()[i]; }  ///< As operator[], a const element.
+  /// The raw addresses of the first element and past the last, for range-for on the host (not device memory).
+  T* begin() & noexcept { return host_side().begin(); }
+  const T* begin() const& noexcept { return host_side().begin(); }  ///< As begin(), of const elements.
+  T* end() & noexcept { return host_side().end(); }  ///< As begin(), past the last element.
+  const T* end() const& noexcept { return host_side().end(); }  ///< As end(), of const elements.
 
   /// Gives up ownership: the caller frees the memory with resource().deallocate(stream(), p, size_bytes(),
   /// alignof(T)), its device current. Empty after.
@@ -167,21 +134,25 @@ class buffer {
     return device_guard::set(id);
   }
 
-  static result<buffer> make(std::size_t count, device_id id, stream_ref s, resource_ref<Kind> r) noexcept {
+  // On device `id`, else (device memory without one) on the stream's.
+  static result<buffer> make(std::size_t count, std::optional<device_id> id, stream_ref s,
+                             resource_ref<Kind> r) noexcept {
     constexpr const char* api = "buffer::allocate";
     auto bytes = detail::bytes_of(count, sizeof(T), api);
     if (!bytes) return bytes.error();
-    if (*bytes == 0) return buffer(nullptr, 0, id, s, r);
-    auto guard = make_current(id, s, r);
+    auto where = id ? result<device_id>(*id) : s.device();
+    if (!where) return where.error().with_api(api);
+    if (*bytes == 0) return buffer(nullptr, 0, *where, s, r);
+    auto guard = make_current(*where, s, r);
     if (guard && !*guard) return guard->error().with_api(api);
     auto raw = r.allocate(s, *bytes, alignof(T));
     if (!raw) return raw.error().with_api(api);
-    return buffer(static_cast<T*>(*raw), count, id, s, r);
+    return buffer(static_cast<T*>(*raw), count, *where, s, r);
   }
 
-  template <class K_>
+  // Instantiated only where used, so a buffer of device memory fails only when touched on the host.
   span<T, Kind> host_side() const noexcept {
-    static_assert(K_::host_accessible,
+    static_assert(Kind::host_accessible,
                   "cudamem: device memory cannot be read or written on the host; copy it into a "
                   "host or pinned buffer first (cudamem::copy), or use managed memory");
     return span<T, Kind>(ptr<T, Kind>(data_, device_), size_);

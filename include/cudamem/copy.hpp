@@ -1,17 +1,10 @@
 // SPDX-License-Identifier: MIT
 /// \file
-/// Copies and fills of views and buffers, synchronous and stream-ordered; a typed fill in nvcc builds.
-///
-///   copy(dst, src)                    complete on return (synchronizes)
-///   copy(dst, src, stream)            ordered on `stream`; returns at once
-///   copy_from_device(dst, src [, s])  copy, with `src` device or managed memory (CuPy's names)
-///   copy_from_host(dst, src [, s])    copy, with `src` host-side memory (host, pinned, managed)
-///   copy_to_host(dst, src [, s])      copy, with `dst` host-side memory
-///   fill_bytes(dst, byte [, s])       memset
-///   fill(dst, value, s)               every element set to `value` by a kernel (nvcc only)
-///
-/// Compile-time rules: element types match, dst is not const; stream-ordered forms take no pageable
-/// memory and no temporary owner (one that would free its memory while the operation is queued).
+/// Copies and fills of views and buffers: copy(dst, src) is complete on return, copy(dst, src, stream) ordered on the
+/// stream; copy_from_device, copy_from_host and copy_to_host (CuPy's names) restrict one side's kind; fill_bytes is
+/// memset; fill (nvcc builds) sets every element with a kernel. Compile-time rules: element types match, dst is not
+/// const; stream-ordered forms take no pageable memory and no temporary owner (one that would free its memory while
+/// the operation is queued).
 #pragma once
 
 #include <cudamem/buffer.hpp>
@@ -120,14 +113,13 @@ struct fill_bytes_fn {
 };
 }  // namespace detail
 
-/// copy(dst, src): copies `src` into `dst` (views or owners of one element type and extent) and
-/// waits: complete on return, after earlier work on the legacy default stream of each device it
-/// touches (blocking streams included; stream::create's non-blocking streams not). Pageable-only
-/// copies are memcpy; device memory on two devices goes through the peer path. A capture elsewhere
-/// is left undisturbed; one the legacy stream would join is refused (capture_active) before anything
-/// is written. copy(dst, src, stream): ordered on `stream`, returns at once, can be captured.
-/// Errors (docs/copies.md): extents_mismatch, invalid_argument, overlap, size_overflow,
-/// out_of_range, capture_active (synchronous form only), CUDA errors. Empty views copy nothing.
+/// copy(dst, src): copies `src` into `dst` (views or owners of one element type and extent) and waits: complete on
+/// return, after earlier work on the legacy default stream of each device it touches (and blocking streams; not
+/// stream::create's non-blocking ones). Pageable-only copies are memcpy; two devices' memory takes the peer path. A
+/// capture elsewhere is left undisturbed; one the legacy stream would join is refused (capture_active) before
+/// anything is written. copy(dst, src, stream): ordered on `stream`, returns at once, can be captured. Errors
+/// (docs/copies.md): extents_mismatch, invalid_argument, overlap, size_overflow, out_of_range, capture_active
+/// (synchronous form only), CUDA errors. Empty views copy nothing.
 inline constexpr detail::copy_fn<detail::copy_rule::any> copy{};
 /// copy, for a device or managed `src` (CuPy: copy_from_device, copy_from_device_async).
 inline constexpr detail::copy_fn<detail::copy_rule::from_device> copy_from_device{};
@@ -136,8 +128,8 @@ inline constexpr detail::copy_fn<detail::copy_rule::from_host> copy_from_host{};
 /// copy, for a host-side `dst`: host, pinned or managed (CuPy: copy_to_host, copy_to_host_async).
 inline constexpr detail::copy_fn<detail::copy_rule::to_host> copy_to_host{};
 
-/// fill_bytes(dst, value [, stream]): sets every byte of `dst` to `value` (memset), as copy does
-/// its work: synchronous, or ordered on `stream` (CuPy: memset, memset_async).
+/// fill_bytes(dst, value [, stream]): sets every byte of `dst` to `value` (memset), synchronous or ordered on
+/// `stream` as copy is (CuPy: memset, memset_async).
 inline constexpr detail::fill_bytes_fn fill_bytes{};
 
 #if defined(__CUDACC__)
@@ -188,9 +180,9 @@ struct fill_fn {
 };
 }  // namespace detail
 
-/// fill(dst, value, stream): sets every element of `dst` to `value` with a kernel on `stream`'s
-/// device (nvcc builds); does not synchronize; can be captured. The value must convert without
-/// narrowing. Device memory of another device than the stream's is refused before launching.
+/// fill(dst, value, stream): sets every element of `dst` to `value` with a kernel on `stream`'s device (nvcc
+/// builds); does not synchronize; can be captured. The value must convert without narrowing. Another device's
+/// memory than the stream's is refused before launching.
 inline constexpr detail::fill_fn fill{};
 #endif
 

@@ -60,19 +60,16 @@ struct device_restore {  // what a device_guard owns: the ordinal to make curren
 template <class Tag>
 struct per_device_cache {
   static constexpr int max_devices = 64;
-  static inline int values[max_devices] = {};
-  static inline bool known[max_devices] = {};
+  static inline long long slots[max_devices] = {};  // a known value v as (1 << 32) | v, one atomic word; 0: unknown
   /// The cached value for `ordinal`, else `read(ordinal)` (a result<int>), cached when it succeeds.
   template <class Read>
   static result<int> get(int ordinal, Read&& read) noexcept {
     const bool cacheable = ordinal >= 0 && ordinal < max_devices;
-    if (cacheable && __atomic_load_n(&known[ordinal], __ATOMIC_ACQUIRE))
-      return __atomic_load_n(&values[ordinal], __ATOMIC_RELAXED);
+    if (const long long slot = cacheable ? __atomic_load_n(&slots[ordinal], __ATOMIC_RELAXED) : 0; slot != 0)
+      return static_cast<int>(slot);
     result<int> value = read(ordinal);
-    if (value && cacheable) {
-      __atomic_store_n(&values[ordinal], *value, __ATOMIC_RELAXED);
-      __atomic_store_n(&known[ordinal], true, __ATOMIC_RELEASE);
-    }
+    if (value && cacheable)
+      __atomic_store_n(&slots[ordinal], (1ll << 32) | static_cast<unsigned>(*value), __ATOMIC_RELAXED);
     return value;
   }
 };

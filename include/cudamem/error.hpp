@@ -179,6 +179,8 @@ template <class T>
 inline constexpr bool is_result = false;
 template <class T>
 inline constexpr bool is_result<result<T>> = true;
+template <class U, class... Types>  // U, without reference and cv, is one of Types
+inline constexpr bool is_any_of = (std::is_same_v<std::remove_cvref_t<U>, Types> || ...);
 // std::invoke without <functional> (costlier to compile than this header): callables and member pointers.
 template <class F, class Arg>
 decltype(auto) invoke(F&& f, Arg&& arg) {
@@ -280,16 +282,14 @@ class result_base {
   [[nodiscard]] cudamem::error& error() & noexcept { return check_error(), self().error_; }
   [[nodiscard]] const cudamem::error&& error() const&& noexcept { return check_error(), std::move(self().error_); }
   [[nodiscard]] cudamem::error&& error() && noexcept { return check_error(), std::move(self().error_); }
-  /// The error, or `fallback` (converted to error) when this holds a value. One overload for std::expected's
-  /// const& and &&: the error is trivially copyable, so moving it out is copying it.
+  /// The error, or `fallback` (converted to error) when this holds a value (one overload: errors are trivially copied).
   template <class G = cudamem::error>
   [[nodiscard]] cudamem::error error_or(G&& fallback) const {
     return self().has_value_ ? static_cast<cudamem::error>(std::forward<G>(fallback)) : self().error_;
   }
-  /// As std::expected's, passing this result's value category: with a value, and_then returns `f(value())` (a
-  /// result), transform `f(value())` in a result (a status for void); with an error, or_else returns `f(error())`
-  /// (a result of the same type), transform_error a result of `f(error())` (an error); else what this holds.
-  /// A status calls `f()` where a result calls `f(value())`.
+  /// As std::expected's, in this result's value category: with a value, and_then returns `f(value())` (a result) and
+  /// transform it in a result; with an error, or_else returns `f(error())` (a result of this type) and
+  /// transform_error it (an error) in a result; else what this holds. A status calls `f()` for `f(value())`.
   auto and_then(auto&& f) & { return ops::and_then(self(), std::forward<decltype(f)>(f)); }
   auto and_then(auto&& f) const& { return ops::and_then(self(), std::forward<decltype(f)>(f)); }
   auto and_then(auto&& f) && { return ops::and_then(std::move(self()), std::forward<decltype(f)>(f)); }
@@ -312,8 +312,8 @@ class result_base {
   {
     a.swap(b);
   }
-  /// True when this holds an error equal to `failure` (as comparing with std::unexpected). R is deduced so that
-  /// nothing converts to a result on the way in (no self-recursion).
+  /// True when this holds an error equal to `failure` (as comparing with std::unexpected). R is deduced: nothing
+  /// converts to a result on the way in.
   template <class R>
     requires std::is_same_v<R, Derived>
   friend bool operator==(const R& a, const cudamem::error& failure) noexcept {
@@ -343,8 +343,7 @@ class [[nodiscard]] result<void> : public detail::result_base<result<void>> {
   void swap(result& other) noexcept { std::swap(*this, other); }  ///< Exchanges the states of two results.
   /// Nothing; precondition has_value() (checked with an abort in debug builds).
   void operator*() const noexcept { ops::check(*this, true, false, "status::operator*"); }
-  /// Nothing on success; on an error, prints the message and aborts (in every build). One overload for
-  /// std::expected's const& and &&: there is nothing to move.
+  /// Nothing on success; on an error, prints the message and aborts, in every build (one overload: nothing moves).
   void value() const noexcept { ops::check(*this, true, true, "status::value()"); }
   /// Equal when both succeeded, or both failed with equal errors.
   friend bool operator==(const result& a, const result& b) noexcept {
@@ -364,9 +363,7 @@ class [[nodiscard]] result<void> : public detail::result_base<result<void>> {
 template <class T>
 class CUDAMEM_DETAIL_NODISCARD_RESULT result : public detail::result_base<result<T>> {
   static_assert(std::is_object_v<T> && !std::is_array_v<T>, "result<T>: T must be a non-array object type");
-  static_assert(!std::is_same_v<std::remove_cv_t<T>, cudamem::error> &&
-                    !std::is_same_v<std::remove_cv_t<T>, unexpect_t> &&
-                    !std::is_same_v<std::remove_cv_t<T>, std::in_place_t>,
+  static_assert(!detail::is_any_of<T, cudamem::error, unexpect_t, std::in_place_t>,
                 "result<T>: T must not be error, unexpect_t or in_place_t");
   template <class>
   friend class result;
@@ -405,9 +402,8 @@ class CUDAMEM_DETAIL_NODISCARD_RESULT result : public detail::result_base<result
       : result(detail::from_result_t{}, std::move(other)) {}  ///< \overload
   /// A success holding T made from `value`; explicit where T's constructor is.
   template <class U = std::remove_cv_t<T>>
-    requires(!std::is_same_v<std::remove_cvref_t<U>, std::in_place_t> &&
-             !std::is_same_v<std::remove_cvref_t<U>, unexpect_t> && !std::is_same_v<std::remove_cvref_t<U>, result> &&
-             !std::is_same_v<std::remove_cvref_t<U>, cudamem::error> && std::is_constructible_v<T, U> &&
+    requires(!detail::is_any_of<U, std::in_place_t, unexpect_t, result, cudamem::error> &&
+             std::is_constructible_v<T, U> &&
              !(std::is_same_v<std::remove_cv_t<T>, bool> && detail::is_result<std::remove_cvref_t<U>>))
   explicit(!std::is_convertible_v<U, T>) result(U&& value) noexcept(std::is_nothrow_constructible_v<T, U>)
       : value_(std::forward<U>(value)), has_value_(true) {}
@@ -437,8 +433,7 @@ class CUDAMEM_DETAIL_NODISCARD_RESULT result : public detail::result_base<result
     return assign(std::move(other));
   }  ///< \overload
   template <class U = std::remove_cv_t<T>>
-    requires(!std::is_same_v<std::remove_cvref_t<U>, result> &&
-             !std::is_same_v<std::remove_cvref_t<U>, cudamem::error> && !detail::is_result<std::remove_cvref_t<U>> &&
+    requires(!detail::is_any_of<U, cudamem::error> && !detail::is_result<std::remove_cvref_t<U>> &&
              std::is_constructible_v<T, U> && std::is_assignable_v<T&, U>)
   result& operator=(U&& value) {
     if (has_value_) value_ = std::forward<U>(value);
@@ -486,10 +481,8 @@ class CUDAMEM_DETAIL_NODISCARD_RESULT result : public detail::result_base<result
   [[nodiscard]] T&& operator*() && noexcept { return assert_value(), std::move(value_); }  ///< \overload
   [[nodiscard]] const T&& operator*() const&& noexcept { return assert_value(), std::move(value_); }  ///< \overload
   /// A pointer to the value. Precondition: has_value() (checked with an abort in debug builds only).
-  [[nodiscard]] T* operator->() noexcept { return assert_value(), value_address(); }
-  [[nodiscard]] const T* operator->() const noexcept {
-    return assert_value(), __builtin_addressof(value_);
-  }  ///< \overload
+  [[nodiscard]] T* operator->() noexcept { return __builtin_addressof(**this); }
+  [[nodiscard]] const T* operator->() const noexcept { return __builtin_addressof(**this); }  ///< \overload
   /// The value (moved out of an rvalue result), or `fallback` converted to T when this holds an error.
   template <class U = std::remove_cv_t<T>>
   [[nodiscard]] T value_or(U&& fallback) const& {
@@ -503,8 +496,7 @@ class CUDAMEM_DETAIL_NODISCARD_RESULT result : public detail::result_base<result
                   "result::value_or: T must be movable and the fallback convertible to T");
     return has_value_ ? std::move(value_) : static_cast<T>(std::forward<U>(fallback));
   }  ///< \overload
-  // R (this result) is deduced so that nothing converts to a result on the way in (no self-recursion).
-  /// Equal when both hold equal values, or both equal errors.
+  /// Equal when both hold equal values, or both equal errors (R is deduced: nothing converts to a result).
   template <class R, class U>
     requires(std::is_same_v<R, result> && !std::is_void_v<U> &&
              requires(const T& a, const U& b) { requires std::is_convertible_v<decltype(a == b), bool>; })
@@ -581,14 +573,6 @@ class CUDAMEM_DETAIL_NODISCARD_RESULT result : public detail::result_base<result
 
 /// What a fallible operation that produces no value returns: success, or an error.
 using status = result<void>;
-/// Whether the last kernel launch on this thread failed: cudaGetLastError() (clearing a non-sticky error) as a
-/// status naming `kernel_name`. Launch errors only (and sticky ones from earlier work); does not synchronize.
-[[nodiscard]] inline status check_launch(const char* kernel_name) noexcept {
-  const cudaError_t code = cudaGetLastError();
-  if (code == cudaSuccess) [[likely]]
-    return {};
-  return error(code, kernel_name, "kernel launch");
-}
 /// Called with the error of a failed release (cudaFree, ...) in a destructor; must not throw.
 using release_handler = void (*)(const error&) noexcept;
 namespace detail {
@@ -629,6 +613,12 @@ inline void check_release(cudaError_t code, const char* cuda_call) noexcept {
   if (const status released = check(code, nullptr, cuda_call); !released) report_release_failure(released.error());
 }
 }  // namespace detail
+
+/// Whether the last kernel launch on this thread failed: cudaGetLastError() (clearing a non-sticky error) as a
+/// status naming `kernel_name`. Launch errors only (and sticky ones from earlier work); does not synchronize.
+[[nodiscard]] inline status check_launch(const char* kernel_name) noexcept {
+  return detail::check(cudaGetLastError(), kernel_name, "kernel launch");
+}
 
 }  // namespace cudamem
 

@@ -11,9 +11,8 @@
 
 namespace cudamem {
 
-// The accessors of a typed address or view (a class with a `Kind` parameter): __device__, __host__ or both, as
-// the kind allows; one place for ptr and span. A g++ build has host code only: there a host-side use of device
-// memory hits a static_assert.
+// The accessors of ptr and span (classes with a `Kind` parameter): __device__, __host__ or both, as the kind allows.
+// A g++ build has host code only: there a host-side use of device memory hits a static_assert.
 #if defined(__CUDACC__)
 #define CUDAMEM_DETAIL_ACCESSORS(Ret, Params, Body)                    \
   template <class K_ = Kind>                                           \
@@ -34,9 +33,9 @@ namespace cudamem {
   }
 #endif
 
-/// A typed address of memory of kind Kind on device `device()` (host and pinned memory: device_id::host()).
-/// Trivially copyable; passed to kernels by value. Dereferencing compiles only on a side that may touch the memory:
-/// device memory in device code, pageable host memory in host code, the other kinds in both (g++: host code only).
+/// A typed address of memory of kind Kind on device `device()` (host and pinned memory: device_id::host()); trivially
+/// copyable, passed to kernels by value. Dereferencing compiles only where the memory may be touched: device memory in
+/// device code, pageable host memory in host code, the other kinds in both (g++: host code only).
 template <class T, memory_kind Kind>
 class ptr {
  public:

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /// \file
-/// Memory resources: where a buffer's memory comes from and goes back to, one per kind, with the stream-first
-/// interface that CCCL's cuda::mr and RMM settled on; `resource_ref<K>` is the type-erased handle a buffer keeps.
+/// Memory resources: where a buffer's memory comes from and goes back to, with the stream-first interface of CCCL's
+/// cuda::mr and RMM; `resource_ref<K>` is the type-erased handle a buffer keeps.
 #pragma once
 
 #include <cudamem/detail/capture.hpp>
@@ -15,9 +15,8 @@
 
 namespace cudamem {
 
-/// A memory resource for kind K: allocates `bytes` aligned to `alignment`, ordered on a stream (or ignoring it), and
-/// takes them back without failing (a failed release goes to the release handler). It allocates on the current
-/// device; buffers make their device current around both.
+/// A memory resource for kind K: allocates `bytes` aligned to `alignment` on the current device (buffers make theirs
+/// current), ordered on a stream or ignoring it, and takes them back without failing (else: the release handler).
 template <class R, class K>
 concept memory_resource_for =
     memory_kind<K> && std::is_same_v<typename R::kind, K> && requires(R& r, stream_ref s, void* p, std::size_t n) {
@@ -35,8 +34,8 @@ inline status check_alignment(std::size_t alignment, const char* api, bool cuda 
   return {};
 }
 
-/// The synchronous CUDA allocator of kind K (cudaMalloc, cudaMallocHost or cudaMallocManaged): the alignment check,
-/// then the call in relaxed capture mode (an allocation is not part of anyone's capture). The stream is not used.
+/// The synchronous CUDA allocator of kind K (cudaMalloc, cudaMallocHost, cudaMallocManaged), in relaxed capture mode
+/// (an allocation is not part of anyone's capture). The stream is not used.
 template <memory_kind K>
 struct cuda_resource {
   using kind = K;  ///< the kind it serves
@@ -68,7 +67,6 @@ struct cuda_resource {
 
 /// cudaMalloc on the current device: usable on every stream at once. Synchronous; cudaFree synchronizes the device.
 using device_malloc_resource = detail::cuda_resource<device>;
-static_assert(memory_resource_for<device_malloc_resource, device>);
 
 /// cudaMallocAsync from the pool of the stream's device, ordered on the stream; cudaFreeAsync on the stream given to
 /// deallocate. Both can be captured. Errors: not_supported without memory pools.
@@ -93,15 +91,12 @@ struct device_pool_resource {
     detail::check_release(cudaFreeAsync(p, s.get()), "cudaFreeAsync");
   }
 };
-static_assert(memory_resource_for<device_pool_resource, device>);
 
 /// cudaMallocHost: page-locked, mapped for every device. Synchronous.
 using pinned_resource = detail::cuda_resource<pinned>;
-static_assert(memory_resource_for<pinned_resource, pinned>);
 
 /// cudaMallocManaged (attached globally) on the current device. Synchronous.
 using managed_resource = detail::cuda_resource<managed>;
-static_assert(memory_resource_for<managed_resource, managed>);
 
 /// Aligned operator new: at least 64 bytes (a cache line), more when asked. Needs no device.
 struct host_resource {
@@ -121,10 +116,8 @@ struct host_resource {
  private:
   static constexpr std::size_t aligned(std::size_t alignment) noexcept { return alignment < 64 ? 64 : alignment; }
 };
-static_assert(memory_resource_for<host_resource, host>);
 
-/// A non-owning, type-erased handle to a resource of kind K (two pointers). The resource must outlive every handle
-/// and every buffer allocated from it.
+/// A non-owning, type-erased handle (two pointers) to a resource of kind K, which must outlive it and its buffers.
 template <memory_kind K>
 class resource_ref {
  public:
@@ -182,16 +175,12 @@ inline R builtin_resource{};
 /// cudaMalloc).
 template <memory_kind K>
 [[nodiscard]] resource_ref<K> default_resource(bool stream_ordered = false) noexcept {
-  if constexpr (std::is_same_v<K, device>) {
-    if (stream_ordered) return detail::builtin_resource<device_pool_resource>;
-    return detail::builtin_resource<device_malloc_resource>;
-  } else if constexpr (std::is_same_v<K, pinned>) {
-    return detail::builtin_resource<pinned_resource>;
-  } else if constexpr (std::is_same_v<K, managed>) {
-    return detail::builtin_resource<managed_resource>;
-  } else {
-    return detail::builtin_resource<host_resource>;
-  }
+  using ref = resource_ref<K>;
+  if constexpr (std::is_same_v<K, host>) return detail::builtin_resource<host_resource>;
+  else if constexpr (std::is_same_v<K, device>)
+    return stream_ordered ? ref(detail::builtin_resource<device_pool_resource>)
+                          : ref(detail::builtin_resource<device_malloc_resource>);
+  else return detail::builtin_resource<detail::cuda_resource<K>>;
 }
 
 }  // namespace cudamem

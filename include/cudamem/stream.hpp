@@ -26,8 +26,8 @@ inline bool is_default_stream(cudaStream_t handle) noexcept {
 inline error handle_moved_from(const char* api, const char* what) noexcept {
   return error(errc::invalid_argument, api, "the %s was moved from", what);
 }
-/// cudaStreamQuery / cudaEventQuery as true (done), false (not yet) or an error. Not-ready is not in CUDA's
-/// last-error slot, so the slot is left alone: it may hold an error of the caller's (a failed kernel launch).
+/// cudaStreamQuery / cudaEventQuery as true (done), false (not yet) or an error. Not-ready does not touch CUDA's
+/// last-error slot, which may hold an error of the caller's (a failed kernel launch).
 inline result<bool> query_result(cudaError_t code, const char* api, const char* cuda_call) noexcept {
   if (code == cudaErrorNotReady) return false;
   if (auto s = check(code, api, cuda_call); !s) return s.error();
@@ -85,8 +85,8 @@ namespace detail {
 bool from_owner(stream_ref s) noexcept;
 }  // namespace detail
 
-/// A non-owning reference to a CUDA stream and, where known, its device (stream-ordered allocation and typed fills
-/// run there; CUDA cannot name a capturing stream's device without invalidating the capture).
+/// A non-owning reference to a CUDA stream and, where known, its device (where stream-ordered allocation and typed
+/// fills run; CUDA cannot name a capturing stream's device without invalidating the capture).
 class stream_ref {
  public:
   stream_ref() noexcept = default;      ///< The legacy default stream of the current device, as legacy().
@@ -268,8 +268,8 @@ struct event_options {
 /// streams of any device can wait for it.
 class event {
  public:
-  /// Creates an event on `id`, or the current device (cudaEventCreateWithFlags); the current device stays.
-  /// Errors: out_of_range (`id` names no device); CUDA errors.
+  /// Creates an event on `id`, or the current device (cudaEventCreateWithFlags), which stays current. Errors:
+  /// out_of_range (`id` names no device); CUDA errors.
   [[nodiscard]] static result<event> create(device_id id, event_options options = {}) noexcept {
     auto guard = device_guard::set(id);
     if (!guard) return guard.error().with_api("event::create");

@@ -76,8 +76,8 @@ CUDAMEM_DETAIL_PROCESS_WIDE State& process_wide() noexcept {
 }
 }  // namespace cudamem::detail
 /// \file
-/// Memory resources: where a buffer's memory comes from and goes back to, one per kind, with the stream-first
-/// interface that CCCL's cuda::mr and RMM settled on; `resource_ref<K>` is the type-erased handle a buffer keeps.
+/// Memory resources: where a buffer's memory comes from and goes back to, with the stream-first interface of CCCL's
+/// cuda::mr and RMM; `resource_ref<K>` is the type-erased handle a buffer keeps.
 
 // cudamem: keeping the library's own calls out of the user's stream captures. Internal.
 
@@ -538,6 +538,8 @@ template <class T>
 inline constexpr bool is_result = false;
 template <class T>
 inline constexpr bool is_result<result<T>> = true;
+template <class U, class... Types>  // U, without reference and cv, is one of Types
+inline constexpr bool is_any_of = (std::is_same_v<std::remove_cvref_t<U>, Types> || ...);
 // std::invoke without <functional> (costlier to compile than this header): callables and member pointers.
 template <class F, class Arg>
 decltype(auto) invoke(F&& f, Arg&& arg) {
@@ -639,16 +641,14 @@ class result_base {
   [[nodiscard]] cudamem::error& error() & noexcept { return check_error(), self().error_; }
   [[nodiscard]] const cudamem::error&& error() const&& noexcept { return check_error(), std::move(self().error_); }
   [[nodiscard]] cudamem::error&& error() && noexcept { return check_error(), std::move(self().error_); }
-  /// The error, or `fallback` (converted to error) when this holds a value. One overload for std::expected's
-  /// const& and &&: the error is trivially copyable, so moving it out is copying it.
+  /// The error, or `fallback` (converted to error) when this holds a value (one overload: errors are trivially copied).
   template <class G = cudamem::error>
   [[nodiscard]] cudamem::error error_or(G&& fallback) const {
     return self().has_value_ ? static_cast<cudamem::error>(std::forward<G>(fallback)) : self().error_;
   }
-  /// As std::expected's, passing this result's value category: with a value, and_then returns `f(value())` (a
-  /// result), transform `f(value())` in a result (a status for void); with an error, or_else returns `f(error())`
-  /// (a result of the same type), transform_error a result of `f(error())` (an error); else what this holds.
-  /// A status calls `f()` where a result calls `f(value())`.
+  /// As std::expected's, in this result's value category: with a value, and_then returns `f(value())` (a result) and
+  /// transform it in a result; with an error, or_else returns `f(error())` (a result of this type) and
+  /// transform_error it (an error) in a result; else what this holds. A status calls `f()` for `f(value())`.
   auto and_then(auto&& f) & { return ops::and_then(self(), std::forward<decltype(f)>(f)); }
   auto and_then(auto&& f) const& { return ops::and_then(self(), std::forward<decltype(f)>(f)); }
   auto and_then(auto&& f) && { return ops::and_then(std::move(self()), std::forward<decltype(f)>(f)); }
@@ -671,8 +671,8 @@ class result_base {
   {
     a.swap(b);
   }
-  /// True when this holds an error equal to `failure` (as comparing with std::unexpected). R is deduced so that
-  /// nothing converts to a result on the way in (no self-recursion).
+  /// True when this holds an error equal to `failure` (as comparing with std::unexpected). R is deduced: nothing
+  /// converts to a result on the way in.
   template <class R>
     requires std::is_same_v<R, Derived>
   friend bool operator==(const R& a, const cudamem::error& failure) noexcept {
@@ -702,8 +702,7 @@ class [[nodiscard]] result<void> : public detail::result_base<result<void>> {
   void swap(result& other) noexcept { std::swap(*this, other); }  ///< Exchanges the states of two results.
   /// Nothing; precondition has_value() (checked with an abort in debug builds).
   void operator*() const noexcept { ops::check(*this, true, false, "status::operator*"); }
-  /// Nothing on success; on an error, prints the message and aborts (in every build). One overload for
-  /// std::expected's const& and &&: there is nothing to move.
+  /// Nothing on success; on an error, prints the message and aborts, in every build (one overload: nothing moves).
   void value() const noexcept { ops::check(*this, true, true, "status::value()"); }
   /// Equal when both succeeded, or both failed with equal errors.
   friend bool operator==(const result& a, const result& b) noexcept {
@@ -723,9 +722,7 @@ class [[nodiscard]] result<void> : public detail::result_base<result<void>> {
 template <class T>
 class CUDAMEM_DETAIL_NODISCARD_RESULT result : public detail::result_base<result<T>> {
   static_assert(std::is_object_v<T> && !std::is_array_v<T>, "result<T>: T must be a non-array object type");
-  static_assert(!std::is_same_v<std::remove_cv_t<T>, cudamem::error> &&
-                    !std::is_same_v<std::remove_cv_t<T>, unexpect_t> &&
-                    !std::is_same_v<std::remove_cv_t<T>, std::in_place_t>,
+  static_assert(!detail::is_any_of<T, cudamem::error, unexpect_t, std::in_place_t>,
                 "result<T>: T must not be error, unexpect_t or in_place_t");
   template <class>
   friend class result;
@@ -764,9 +761,8 @@ class CUDAMEM_DETAIL_NODISCARD_RESULT result : public detail::result_base<result
       : result(detail::from_result_t{}, std::move(other)) {}  ///< \overload
   /// A success holding T made from `value`; explicit where T's constructor is.
   template <class U = std::remove_cv_t<T>>
-    requires(!std::is_same_v<std::remove_cvref_t<U>, std::in_place_t> &&
-             !std::is_same_v<std::remove_cvref_t<U>, unexpect_t> && !std::is_same_v<std::remove_cvref_t<U>, result> &&
-             !std::is_same_v<std::remove_cvref_t<U>, cudamem::error> && std::is_constructible_v<T, U> &&
+    requires(!detail::is_any_of<U, std::in_place_t, unexpect_t, result, cudamem::error> &&
+             std::is_constructible_v<T, U> &&
              !(std::is_same_v<std::remove_cv_t<T>, bool> && detail::is_result<std::remove_cvref_t<U>>))
   explicit(!std::is_convertible_v<U, T>) result(U&& value) noexcept(std::is_nothrow_constructible_v<T, U>)
       : value_(std::forward<U>(value)), has_value_(true) {}
@@ -796,8 +792,7 @@ class CUDAMEM_DETAIL_NODISCARD_RESULT result : public detail::result_base<result
     return assign(std::move(other));
   }  ///< \overload
   template <class U = std::remove_cv_t<T>>
-    requires(!std::is_same_v<std::remove_cvref_t<U>, result> &&
-             !std::is_same_v<std::remove_cvref_t<U>, cudamem::error> && !detail::is_result<std::remove_cvref_t<U>> &&
+    requires(!detail::is_any_of<U, cudamem::error> && !detail::is_result<std::remove_cvref_t<U>> &&
              std::is_constructible_v<T, U> && std::is_assignable_v<T&, U>)
   result& operator=(U&& value) {
     if (has_value_) value_ = std::forward<U>(value);
@@ -845,10 +840,8 @@ class CUDAMEM_DETAIL_NODISCARD_RESULT result : public detail::result_base<result
   [[nodiscard]] T&& operator*() && noexcept { return assert_value(), std::move(value_); }  ///< \overload
   [[nodiscard]] const T&& operator*() const&& noexcept { return assert_value(), std::move(value_); }  ///< \overload
   /// A pointer to the value. Precondition: has_value() (checked with an abort in debug builds only).
-  [[nodiscard]] T* operator->() noexcept { return assert_value(), value_address(); }
-  [[nodiscard]] const T* operator->() const noexcept {
-    return assert_value(), __builtin_addressof(value_);
-  }  ///< \overload
+  [[nodiscard]] T* operator->() noexcept { return __builtin_addressof(**this); }
+  [[nodiscard]] const T* operator->() const noexcept { return __builtin_addressof(**this); }  ///< \overload
   /// The value (moved out of an rvalue result), or `fallback` converted to T when this holds an error.
   template <class U = std::remove_cv_t<T>>
   [[nodiscard]] T value_or(U&& fallback) const& {
@@ -862,8 +855,7 @@ class CUDAMEM_DETAIL_NODISCARD_RESULT result : public detail::result_base<result
                   "result::value_or: T must be movable and the fallback convertible to T");
     return has_value_ ? std::move(value_) : static_cast<T>(std::forward<U>(fallback));
   }  ///< \overload
-  // R (this result) is deduced so that nothing converts to a result on the way in (no self-recursion).
-  /// Equal when both hold equal values, or both equal errors.
+  /// Equal when both hold equal values, or both equal errors (R is deduced: nothing converts to a result).
   template <class R, class U>
     requires(std::is_same_v<R, result> && !std::is_void_v<U> &&
              requires(const T& a, const U& b) { requires std::is_convertible_v<decltype(a == b), bool>; })
@@ -940,14 +932,6 @@ class CUDAMEM_DETAIL_NODISCARD_RESULT result : public detail::result_base<result
 
 /// What a fallible operation that produces no value returns: success, or an error.
 using status = result<void>;
-/// Whether the last kernel launch on this thread failed: cudaGetLastError() (clearing a non-sticky error) as a
-/// status naming `kernel_name`. Launch errors only (and sticky ones from earlier work); does not synchronize.
-[[nodiscard]] inline status check_launch(const char* kernel_name) noexcept {
-  const cudaError_t code = cudaGetLastError();
-  if (code == cudaSuccess) [[likely]]
-    return {};
-  return error(code, kernel_name, "kernel launch");
-}
 /// Called with the error of a failed release (cudaFree, ...) in a destructor; must not throw.
 using release_handler = void (*)(const error&) noexcept;
 namespace detail {
@@ -988,6 +972,12 @@ inline void check_release(cudaError_t code, const char* cuda_call) noexcept {
   if (const status released = check(code, nullptr, cuda_call); !released) report_release_failure(released.error());
 }
 }  // namespace detail
+
+/// Whether the last kernel launch on this thread failed: cudaGetLastError() (clearing a non-sticky error) as a
+/// status naming `kernel_name`. Launch errors only (and sticky ones from earlier work); does not synchronize.
+[[nodiscard]] inline status check_launch(const char* kernel_name) noexcept {
+  return detail::check(cudaGetLastError(), kernel_name, "kernel launch");
+}
 
 }  // namespace cudamem
 
@@ -1049,19 +1039,16 @@ struct device_restore {  // what a device_guard owns: the ordinal to make curren
 template <class Tag>
 struct per_device_cache {
   static constexpr int max_devices = 64;
-  static inline int values[max_devices] = {};
-  static inline bool known[max_devices] = {};
+  static inline long long slots[max_devices] = {};  // a known value v as (1 << 32) | v, one atomic word; 0: unknown
   /// The cached value for `ordinal`, else `read(ordinal)` (a result<int>), cached when it succeeds.
   template <class Read>
   static result<int> get(int ordinal, Read&& read) noexcept {
     const bool cacheable = ordinal >= 0 && ordinal < max_devices;
-    if (cacheable && __atomic_load_n(&known[ordinal], __ATOMIC_ACQUIRE))
-      return __atomic_load_n(&values[ordinal], __ATOMIC_RELAXED);
+    if (const long long slot = cacheable ? __atomic_load_n(&slots[ordinal], __ATOMIC_RELAXED) : 0; slot != 0)
+      return static_cast<int>(slot);
     result<int> value = read(ordinal);
-    if (value && cacheable) {
-      __atomic_store_n(&values[ordinal], *value, __ATOMIC_RELAXED);
-      __atomic_store_n(&known[ordinal], true, __ATOMIC_RELEASE);
-    }
+    if (value && cacheable)
+      __atomic_store_n(&slots[ordinal], (1ll << 32) | static_cast<unsigned>(*value), __ATOMIC_RELAXED);
     return value;
   }
 };
@@ -1152,8 +1139,8 @@ inline bool is_default_stream(cudaStream_t handle) noexcept {
 inline error handle_moved_from(const char* api, const char* what) noexcept {
   return error(errc::invalid_argument, api, "the %s was moved from", what);
 }
-/// cudaStreamQuery / cudaEventQuery as true (done), false (not yet) or an error. Not-ready is not in CUDA's
-/// last-error slot, so the slot is left alone: it may hold an error of the caller's (a failed kernel launch).
+/// cudaStreamQuery / cudaEventQuery as true (done), false (not yet) or an error. Not-ready does not touch CUDA's
+/// last-error slot, which may hold an error of the caller's (a failed kernel launch).
 inline result<bool> query_result(cudaError_t code, const char* api, const char* cuda_call) noexcept {
   if (code == cudaErrorNotReady) return false;
   if (auto s = check(code, api, cuda_call); !s) return s.error();
@@ -1211,8 +1198,8 @@ namespace detail {
 bool from_owner(stream_ref s) noexcept;
 }  // namespace detail
 
-/// A non-owning reference to a CUDA stream and, where known, its device (stream-ordered allocation and typed fills
-/// run there; CUDA cannot name a capturing stream's device without invalidating the capture).
+/// A non-owning reference to a CUDA stream and, where known, its device (where stream-ordered allocation and typed
+/// fills run; CUDA cannot name a capturing stream's device without invalidating the capture).
 class stream_ref {
  public:
   stream_ref() noexcept = default;      ///< The legacy default stream of the current device, as legacy().
@@ -1394,8 +1381,8 @@ struct event_options {
 /// streams of any device can wait for it.
 class event {
  public:
-  /// Creates an event on `id`, or the current device (cudaEventCreateWithFlags); the current device stays.
-  /// Errors: out_of_range (`id` names no device); CUDA errors.
+  /// Creates an event on `id`, or the current device (cudaEventCreateWithFlags), which stays current. Errors:
+  /// out_of_range (`id` names no device); CUDA errors.
   [[nodiscard]] static result<event> create(device_id id, event_options options = {}) noexcept {
     auto guard = device_guard::set(id);
     if (!guard) return guard.error().with_api("event::create");
@@ -1446,9 +1433,8 @@ class event {
 
 namespace cudamem {
 
-/// A memory resource for kind K: allocates `bytes` aligned to `alignment`, ordered on a stream (or ignoring it), and
-/// takes them back without failing (a failed release goes to the release handler). It allocates on the current
-/// device; buffers make their device current around both.
+/// A memory resource for kind K: allocates `bytes` aligned to `alignment` on the current device (buffers make theirs
+/// current), ordered on a stream or ignoring it, and takes them back without failing (else: the release handler).
 template <class R, class K>
 concept memory_resource_for =
     memory_kind<K> && std::is_same_v<typename R::kind, K> && requires(R& r, stream_ref s, void* p, std::size_t n) {
@@ -1466,8 +1452,8 @@ inline status check_alignment(std::size_t alignment, const char* api, bool cuda 
   return {};
 }
 
-/// The synchronous CUDA allocator of kind K (cudaMalloc, cudaMallocHost or cudaMallocManaged): the alignment check,
-/// then the call in relaxed capture mode (an allocation is not part of anyone's capture). The stream is not used.
+/// The synchronous CUDA allocator of kind K (cudaMalloc, cudaMallocHost, cudaMallocManaged), in relaxed capture mode
+/// (an allocation is not part of anyone's capture). The stream is not used.
 template <memory_kind K>
 struct cuda_resource {
   using kind = K;  ///< the kind it serves
@@ -1499,7 +1485,6 @@ struct cuda_resource {
 
 /// cudaMalloc on the current device: usable on every stream at once. Synchronous; cudaFree synchronizes the device.
 using device_malloc_resource = detail::cuda_resource<device>;
-static_assert(memory_resource_for<device_malloc_resource, device>);
 
 /// cudaMallocAsync from the pool of the stream's device, ordered on the stream; cudaFreeAsync on the stream given to
 /// deallocate. Both can be captured. Errors: not_supported without memory pools.
@@ -1524,15 +1509,12 @@ struct device_pool_resource {
     detail::check_release(cudaFreeAsync(p, s.get()), "cudaFreeAsync");
   }
 };
-static_assert(memory_resource_for<device_pool_resource, device>);
 
 /// cudaMallocHost: page-locked, mapped for every device. Synchronous.
 using pinned_resource = detail::cuda_resource<pinned>;
-static_assert(memory_resource_for<pinned_resource, pinned>);
 
 /// cudaMallocManaged (attached globally) on the current device. Synchronous.
 using managed_resource = detail::cuda_resource<managed>;
-static_assert(memory_resource_for<managed_resource, managed>);
 
 /// Aligned operator new: at least 64 bytes (a cache line), more when asked. Needs no device.
 struct host_resource {
@@ -1552,10 +1534,8 @@ struct host_resource {
  private:
   static constexpr std::size_t aligned(std::size_t alignment) noexcept { return alignment < 64 ? 64 : alignment; }
 };
-static_assert(memory_resource_for<host_resource, host>);
 
-/// A non-owning, type-erased handle to a resource of kind K (two pointers). The resource must outlive every handle
-/// and every buffer allocated from it.
+/// A non-owning, type-erased handle (two pointers) to a resource of kind K, which must outlive it and its buffers.
 template <memory_kind K>
 class resource_ref {
  public:
@@ -1613,16 +1593,12 @@ inline R builtin_resource{};
 /// cudaMalloc).
 template <memory_kind K>
 [[nodiscard]] resource_ref<K> default_resource(bool stream_ordered = false) noexcept {
-  if constexpr (std::is_same_v<K, device>) {
-    if (stream_ordered) return detail::builtin_resource<device_pool_resource>;
-    return detail::builtin_resource<device_malloc_resource>;
-  } else if constexpr (std::is_same_v<K, pinned>) {
-    return detail::builtin_resource<pinned_resource>;
-  } else if constexpr (std::is_same_v<K, managed>) {
-    return detail::builtin_resource<managed_resource>;
-  } else {
-    return detail::builtin_resource<host_resource>;
-  }
+  using ref = resource_ref<K>;
+  if constexpr (std::is_same_v<K, host>) return detail::builtin_resource<host_resource>;
+  else if constexpr (std::is_same_v<K, device>)
+    return stream_ordered ? ref(detail::builtin_resource<device_pool_resource>)
+                          : ref(detail::builtin_resource<device_malloc_resource>);
+  else return detail::builtin_resource<detail::cuda_resource<K>>;
 }
 
 }  // namespace cudamem
@@ -1877,9 +1853,8 @@ constexpr bool steppable(std::size_t count, std::size_t elem_size) noexcept {
 
 namespace cudamem {
 
-// The accessors of a typed address or view (a class with a `Kind` parameter): __device__, __host__ or both, as
-// the kind allows; one place for ptr and span. A g++ build has host code only: there a host-side use of device
-// memory hits a static_assert.
+// The accessors of ptr and span (classes with a `Kind` parameter): __device__, __host__ or both, as the kind allows.
+// A g++ build has host code only: there a host-side use of device memory hits a static_assert.
 #if defined(__CUDACC__)
 #define CUDAMEM_DETAIL_ACCESSORS(Ret, Params, Body)                    \
   template <class K_ = Kind>                                           \
@@ -1900,9 +1875,9 @@ namespace cudamem {
   }
 #endif
 
-/// A typed address of memory of kind Kind on device `device()` (host and pinned memory: device_id::host()).
-/// Trivially copyable; passed to kernels by value. Dereferencing compiles only on a side that may touch the memory:
-/// device memory in device code, pageable host memory in host code, the other kinds in both (g++: host code only).
+/// A typed address of memory of kind Kind on device `device()` (host and pinned memory: device_id::host()); trivially
+/// copyable, passed to kernels by value. Dereferencing compiles only where the memory may be touched: device memory in
+/// device code, pageable host memory in host code, the other kinds in both (g++: host code only).
 template <class T, memory_kind Kind>
 class ptr {
  public:
@@ -2148,14 +2123,12 @@ class buffer {
   buffer() noexcept = default;  ///< An empty buffer.
 
   /// `count` elements (device and managed memory: on the current device) from the kind's default resource (device
-  /// memory: cudaMalloc, usable on any stream at once). Synchronous. Errors: size_overflow; not_supported
-  /// (alignof(T) > 256 for CUDA memory); out_of_memory (host); CUDA errors. Nothing is allocated on error; count == 0
-  /// allocates nothing.
+  /// memory: cudaMalloc, usable on any stream at once); synchronous; nothing for count 0. Errors (nothing allocated):
+  /// size_overflow; not_supported (alignof(T) > 256 for CUDA memory); out_of_memory (host); CUDA errors.
   [[nodiscard]] static result<buffer> allocate(std::size_t count) noexcept {
     return allocate(count, stream_ref(), default_resource<Kind>());
   }
-  /// As allocate(count), on device `id` (the current device is left as it was). Errors: also out_of_range for an id
-  /// that names no device.
+  /// As allocate(count), on device `id` (the current device stays). Errors: also out_of_range (no such device).
   [[nodiscard]] static result<buffer> allocate(std::size_t count, device_id id) noexcept
     requires on_device
   {
@@ -2172,14 +2145,7 @@ class buffer {
   /// As allocate(count, s), from `resource`. Errors: also whatever the resource reports.
   [[nodiscard]] static result<buffer> allocate(std::size_t count, stream_ref s, resource_ref<Kind> resource) noexcept {
     if (!s.valid()) return detail::handle_moved_from("buffer::allocate", "stream");
-    if (auto bytes = detail::bytes_of(count, sizeof(T), "buffer::allocate"); !bytes) return bytes.error();
-    device_id where = device_id::host();
-    if constexpr (on_device) {
-      auto stream_device = s.device();
-      if (!stream_device) return stream_device.error().with_api("buffer::allocate");
-      where = *stream_device;
-    }
-    return make(count, where, s, resource);
+    return make(count, on_device ? std::nullopt : std::optional(device_id::host()), s, resource);
   }
 
   /// Takes over the memory of `other`, which is left empty.
@@ -2215,9 +2181,8 @@ class buffer {
   [[nodiscard]] ptr<const T, Kind> data() const& noexcept { return {data_, device_}; }  ///< As data(), of const T.
   void data() const&& = delete;
   [[nodiscard]] std::size_t size() const noexcept { return size_; }  ///< The number of elements.
-  [[nodiscard]] std::size_t size_bytes() const noexcept {
-    return size_ * sizeof(T);
-  }  ///< size() * sizeof(T) (it fits).
+  /// size() * sizeof(T) (it fits).
+  [[nodiscard]] std::size_t size_bytes() const noexcept { return size_ * sizeof(T); }
   [[nodiscard]] bool empty() const noexcept { return size_ == 0; }  ///< True when size() is 0.
   /// The device the memory lives on (device_id::host() for host and pinned memory).
   [[nodiscard]] device_id device() const noexcept { return device_; }
@@ -2225,41 +2190,18 @@ class buffer {
   [[nodiscard]] stream_ref stream() const noexcept { return stream_; }
   [[nodiscard]] resource_ref<Kind> resource() const noexcept { return resource_; }  ///< The resource it came from.
 
-  /// Hands the buffer to stream `s`: it is freed in `s`'s order from now on. The caller orders `s` after the work
-  /// still using the buffer on its old stream (an event), as for any cross-stream use.
+  /// Hands the buffer to stream `s`, freed in its order from now on; the caller orders `s` after the work still
+  /// using the buffer on its old stream (an event), as for any cross-stream use.
   void set_stream(stream_ref s) noexcept { stream_ = s; }
 
-  /// Element `i`, host-side, for kinds the host may touch (device memory: does not compile). Checked by
-  /// CUDAMEM_ASSERT in debug builds.
-  template <class K_ = Kind>
-  T& operator[](std::size_t i) & noexcept {
-    return host_side<K_>()[i];
-  }
-  /// As operator[], of a const buffer: a const element.
-  template <class K_ = Kind>
-  const T& operator[](std::size_t i) const& noexcept {
-    return host_side<K_>()[i];
-  }
-  /// The raw address of the first element, for range-for on the host. Device memory: does not compile.
-  template <class K_ = Kind>
-  T* begin() & noexcept {
-    return host_side<K_>().begin();
-  }
-  /// As begin(), of const elements.
-  template <class K_ = Kind>
-  const T* begin() const& noexcept {
-    return host_side<K_>().begin();
-  }
-  /// The raw address past the last element, as begin().
-  template <class K_ = Kind>
-  T* end() & noexcept {
-    return host_side<K_>().end();
-  }
-  /// As end(), of const elements.
-  template <class K_ = Kind>
-  const T* end() const& noexcept {
-    return host_side<K_>().end();
-  }
+  /// Element `i`, host-side (device memory: does not compile); checked by CUDAMEM_ASSERT in debug builds.
+  T& operator[](std::size_t i) & noexcept { return host_side()[i]; }
+  const T& operator[](std::size_t i) const& noexcept { return host_side()[i]; }  ///< As operator[], a const element.
+  /// The raw addresses of the first element and past the last, for range-for on the host (not device memory).
+  T* begin() & noexcept { return host_side().begin(); }
+  const T* begin() const& noexcept { return host_side().begin(); }  ///< As begin(), of const elements.
+  T* end() & noexcept { return host_side().end(); }  ///< As begin(), past the last element.
+  const T* end() const& noexcept { return host_side().end(); }  ///< As end(), of const elements.
 
   /// Gives up ownership: the caller frees the memory with resource().deallocate(stream(), p, size_bytes(),
   /// alignof(T)), its device current. Empty after.
@@ -2280,21 +2222,25 @@ class buffer {
     return device_guard::set(id);
   }
 
-  static result<buffer> make(std::size_t count, device_id id, stream_ref s, resource_ref<Kind> r) noexcept {
+  // On device `id`, else (device memory without one) on the stream's.
+  static result<buffer> make(std::size_t count, std::optional<device_id> id, stream_ref s,
+                             resource_ref<Kind> r) noexcept {
     constexpr const char* api = "buffer::allocate";
     auto bytes = detail::bytes_of(count, sizeof(T), api);
     if (!bytes) return bytes.error();
-    if (*bytes == 0) return buffer(nullptr, 0, id, s, r);
-    auto guard = make_current(id, s, r);
+    auto where = id ? result<device_id>(*id) : s.device();
+    if (!where) return where.error().with_api(api);
+    if (*bytes == 0) return buffer(nullptr, 0, *where, s, r);
+    auto guard = make_current(*where, s, r);
     if (guard && !*guard) return guard->error().with_api(api);
     auto raw = r.allocate(s, *bytes, alignof(T));
     if (!raw) return raw.error().with_api(api);
-    return buffer(static_cast<T*>(*raw), count, id, s, r);
+    return buffer(static_cast<T*>(*raw), count, *where, s, r);
   }
 
-  template <class K_>
+  // Instantiated only where used, so a buffer of device memory fails only when touched on the host.
   span<T, Kind> host_side() const noexcept {
-    static_assert(K_::host_accessible,
+    static_assert(Kind::host_accessible,
                   "cudamem: device memory cannot be read or written on the host; copy it into a "
                   "host or pinned buffer first (cudamem::copy), or use managed memory");
     return span<T, Kind>(ptr<T, Kind>(data_, device_), size_);
@@ -2331,18 +2277,11 @@ using managed_buffer = buffer<T, managed>;  ///< Owning managed memory.
 
 }  // namespace cudamem
 /// \file
-/// Copies and fills of views and buffers, synchronous and stream-ordered; a typed fill in nvcc builds.
-///
-///   copy(dst, src)                    complete on return (synchronizes)
-///   copy(dst, src, stream)            ordered on `stream`; returns at once
-///   copy_from_device(dst, src [, s])  copy, with `src` device or managed memory (CuPy's names)
-///   copy_from_host(dst, src [, s])    copy, with `src` host-side memory (host, pinned, managed)
-///   copy_to_host(dst, src [, s])      copy, with `dst` host-side memory
-///   fill_bytes(dst, byte [, s])       memset
-///   fill(dst, value, s)               every element set to `value` by a kernel (nvcc only)
-///
-/// Compile-time rules: element types match, dst is not const; stream-ordered forms take no pageable
-/// memory and no temporary owner (one that would free its memory while the operation is queued).
+/// Copies and fills of views and buffers: copy(dst, src) is complete on return, copy(dst, src, stream) ordered on the
+/// stream; copy_from_device, copy_from_host and copy_to_host (CuPy's names) restrict one side's kind; fill_bytes is
+/// memset; fill (nvcc builds) sets every element with a kernel. Compile-time rules: element types match, dst is not
+/// const; stream-ordered forms take no pageable memory and no temporary owner (one that would free its memory while
+/// the operation is queued).
 
 // cudamem: the 2D device-to-device copy kernel (nvcc only). cudaMemcpy2DAsync moves pitched rows on
 // one device at well under the speed of a 1D copy; a kernel with the widest accesses both sides'
@@ -2350,9 +2289,8 @@ using managed_buffer = buffer<T, managed>;  ///< Owning managed memory.
 // it. Included by copy.hpp in nvcc builds; the first such translation unit registers the kernel
 // with the engine, so every copy of the program uses it. Internal.
 
-// cudamem: the untyped transfer engine behind every copy and fill, 1D and 2D: the checks, the home
-// device, the capture rule and the one CUDA call, written once; copy.hpp decides direction and
-// legality at compile time. Internal.
+// cudamem: the untyped engine behind every copy and fill, 1D and 2D: the checks, the home device, the capture rule
+// and the one CUDA call, written once; copy.hpp decides direction and legality at compile time. Internal.
 
 // cudamem: the process-wide peer registry. It counts peer_access guards per (accessor, owner) under one lock: the
 // first guard of a pair switches access on, the last switches off what the first switched on, and nothing else.
@@ -2442,8 +2380,8 @@ inline bool peer_access_held(device_id accessor, device_id owner) noexcept {
 
 namespace cudamem::detail {
 
-/// One side of a transfer, untyped: `width` elements per row, `pitch` bytes from one row to the next
-/// (ignored for one row); device_id::host() for host and pinned memory.
+/// One side of a transfer, untyped: `width` elements per row, `pitch` bytes from one row to the next (ignored for
+/// one row); device_id::host() for host and pinned memory.
 struct operand {
   const void* addr = nullptr;
   std::size_t width = 0, height = 1, pitch = 0;
@@ -2465,10 +2403,9 @@ struct region {
   }
 };
 
-/// Checks one operand into `r`: sizes fit std::size_t and the address space, not null with
-/// elements, rows within the pitch. `role` ("dst", "src") names it in the message. (The engine
-/// fills its results in place: a region or plan returned by value is copied piecewise-written, and
-/// the store-to-load stalls of those copies cost more than the checks.)
+/// Checks one operand into `r`: sizes fit std::size_t and the address space, not null with elements, rows within
+/// the pitch; `role` ("dst", "src") names it. Results are filled in place: returning a region by value costs
+/// store-to-load stalls (it is written piecewise) that exceed the checks.
 inline status check_operand(const operand& o, std::size_t elem_size, const char* role, const char* api,
                             region& r) noexcept {
   auto row_bytes = bytes_of(o.width, elem_size, api);
@@ -2530,9 +2467,9 @@ inline status check_pitch_limits(const plan& p, const char* api) noexcept {
   return {};
 }
 
-/// Checks a copy into `p`: extents (a 1D operand matches a 2D one of as many elements, read as
-/// contiguous rows), each operand, overlap over both footprints (conservative for interleaved rows:
-/// with unified addressing, addresses alone decide), and the pitch limit.
+/// Checks a copy into `p`: extents (a 1D operand matches a 2D one of as many elements, as contiguous rows), each
+/// operand, overlap of the footprints (unified addressing: addresses decide; conservative for interleaved rows),
+/// and the pitch limit.
 inline status plan_copy(plan& p, operand dst, operand src, std::size_t elem_size, cudaMemcpyKind direction,
                         const char* api) noexcept {
   for (auto [flat, shaped] : {std::pair{&dst, &src}, std::pair{&src, &dst}})
@@ -2565,9 +2502,8 @@ inline status plan_fill(plan& p, const operand& dst, std::size_t elem_size, unsi
   return p.dst.empty() ? status() : check_pitch_limits(p, api);
 }
 
-/// The library's 2D copy kernel, set by the first translation unit that nvcc compiles with cudamem
-/// (detail/copy2d.hpp); null in programs without one. It answers false where it would lose to
-/// cudaMemcpy2DAsync (the caller then calls that) and true once it has launched.
+/// The library's 2D copy kernel, set by the first translation unit nvcc compiles with cudamem (detail/copy2d.hpp),
+/// else null. It answers false where cudaMemcpy2DAsync would win (the caller calls that), true once launched.
 inline result<bool> (*copy2d_kernel)(const plan&, stream_ref, const char*) noexcept = nullptr;
 
 /// The one CUDA call of a checked, non-empty plan, ordered on `s`. Does not synchronize.
@@ -2584,15 +2520,12 @@ inline status enqueue(const plan& p, stream_ref on, const char* api) noexcept {
   if (p.flat())
     return check(cudaMemcpyAsync(d.addr, s.addr, d.row_bytes * d.rows, p.direction, stream), api, "cudaMemcpyAsync");
   if (p.peer()) {
-    const cudaMemcpy3DPeerParms parms{nullptr,
-                                      {},
-                                      {s.addr, s.pitch, s.row_bytes, s.rows},
-                                      s.device.get(),
-                                      nullptr,
-                                      {},
-                                      {d.addr, d.pitch, d.row_bytes, d.rows},
-                                      d.device.get(),
-                                      {d.row_bytes, d.rows, 1}};
+    cudaMemcpy3DPeerParms parms{};
+    parms.srcPtr = {s.addr, s.pitch, s.row_bytes, s.rows};
+    parms.srcDevice = s.device.get();
+    parms.dstPtr = {d.addr, d.pitch, d.row_bytes, d.rows};
+    parms.dstDevice = d.device.get();
+    parms.extent = {d.row_bytes, d.rows, 1};
     return check(cudaMemcpy3DPeerAsync(&parms, stream), api, "cudaMemcpy3DPeerAsync");
   }
   if (copy2d_kernel != nullptr && d.kind == kind_id::device && s.kind == kind_id::device) {
@@ -2603,18 +2536,17 @@ inline status enqueue(const plan& p, stream_ref on, const char* api) noexcept {
                "cudaMemcpy2DAsync");
 }
 
-/// While a blocking stream of the current device captures, the legacy default stream would join the
-/// capture and invalidate it: a synchronous operation is refused first. The query disturbs nothing.
+/// While a blocking stream of the current device captures, the legacy stream would join the capture and
+/// invalidate it: a synchronous operation is refused first. The query disturbs nothing.
 inline status refuse_during_capture(const char* api) noexcept {
   return refuse_capture(cudaStreamLegacy, api,
                         "a blocking stream is capturing a graph, and the legacy default stream would join it; use the "
                         "stream-ordered form on the capturing stream");
 }
 
-/// Whether the plan copies from one device's memory to host-side memory (pageable or pinned), the
-/// direction in which cudaMemcpy itself returns only once the copy has completed (CUDA's API
-/// synchronization rules) and costs no more than an enqueue and a synchronize. Builds with
-/// per-thread default streams map cudaMemcpy to the per-thread stream: not used there.
+/// Whether the plan copies device memory to host-side memory (pageable or pinned): there cudaMemcpy returns once
+/// the copy is done (CUDA's synchronization rules), as cheap as an enqueue and a synchronize. Not with per-thread
+/// default streams, where cudaMemcpy goes to the per-thread stream.
 inline bool device_to_host([[maybe_unused]] const plan& p) noexcept {
 #if defined(CUDA_API_PER_THREAD_DEFAULT_STREAM)
   return false;
@@ -2623,10 +2555,9 @@ inline bool device_to_host([[maybe_unused]] const plan& p) noexcept {
 #endif
 }
 
-/// Runs a plan to completion. Pageable memory only: the host does it (no stream-ordered work can
-/// touch it). Else on the legacy stream of the home device, after earlier work there and on the
-/// other device's legacy stream. cudaMemcpy never disturbs a capture elsewhere; a synchronize would
-/// (in global and thread-local mode), so the thread is in relaxed capture mode around it.
+/// Runs a plan to completion. Pageable memory only: the host does it (no stream-ordered work can touch it). Else on
+/// the legacy stream of the home device, after earlier work there and on the other device's legacy stream.
+/// cudaMemcpy never disturbs a capture elsewhere; a synchronize would, so it runs in relaxed capture mode.
 inline status run_sync(const plan& p, const char* api) noexcept {
   if (p.dst.empty()) return {};
   if (p.pageable()) {
@@ -2665,18 +2596,16 @@ inline status run_async(const plan& p, stream_ref s, const char* api) noexcept {
   status done = enqueue(p, s, api);
   if (done || done.error() != cudaErrorInvalidValue) [[likely]]
     return done;
-  // Stream-ordered pool memory is mapped only where its device (or a device given access) is
-  // current: CUDA refuses the copy with invalid-value while another device is. Retry once with the
-  // stream's device current; the hot path pays nothing for it.
+  // Pool memory is mapped only where its device (or one given access) is current: CUDA refuses the copy with
+  // invalid-value while another device is. Retry once with the stream's device current; the hot path pays nothing.
   auto device = s.device();
   auto guard = device ? device_guard::set(*device) : result<device_guard>(device.error());
   return guard && guard->previous() != *device ? enqueue(p, s, api) : done;
 }
 
-/// A kernel the library launches on `launch` may touch `r` only where that device can reach it:
-/// another device's memory would fault (cudaErrorIllegalAddress loses the context), so it is
-/// refused before launching, unless a peer_access guard for (launch, r's device) is held. Pinned
-/// and managed memory are reachable from every device.
+/// A kernel the library launches on `launch` may touch `r` only where that device can reach it: another device's
+/// memory would fault (losing the context), so it is refused unless a peer_access guard for (launch, r's device) is
+/// held. Pinned and managed memory are reachable from every device.
 inline status check_kernel_access(device_id launch, const region& r, const char* api) noexcept {
   if (r.kind == kind_id::device && r.device != launch && !peer_access_held(launch, r.device))
     return error(errc::invalid_argument, api,
@@ -2908,14 +2837,13 @@ struct fill_bytes_fn {
 };
 }  // namespace detail
 
-/// copy(dst, src): copies `src` into `dst` (views or owners of one element type and extent) and
-/// waits: complete on return, after earlier work on the legacy default stream of each device it
-/// touches (blocking streams included; stream::create's non-blocking streams not). Pageable-only
-/// copies are memcpy; device memory on two devices goes through the peer path. A capture elsewhere
-/// is left undisturbed; one the legacy stream would join is refused (capture_active) before anything
-/// is written. copy(dst, src, stream): ordered on `stream`, returns at once, can be captured.
-/// Errors (docs/copies.md): extents_mismatch, invalid_argument, overlap, size_overflow,
-/// out_of_range, capture_active (synchronous form only), CUDA errors. Empty views copy nothing.
+/// copy(dst, src): copies `src` into `dst` (views or owners of one element type and extent) and waits: complete on
+/// return, after earlier work on the legacy default stream of each device it touches (and blocking streams; not
+/// stream::create's non-blocking ones). Pageable-only copies are memcpy; two devices' memory takes the peer path. A
+/// capture elsewhere is left undisturbed; one the legacy stream would join is refused (capture_active) before
+/// anything is written. copy(dst, src, stream): ordered on `stream`, returns at once, can be captured. Errors
+/// (docs/copies.md): extents_mismatch, invalid_argument, overlap, size_overflow, out_of_range, capture_active
+/// (synchronous form only), CUDA errors. Empty views copy nothing.
 inline constexpr detail::copy_fn<detail::copy_rule::any> copy{};
 /// copy, for a device or managed `src` (CuPy: copy_from_device, copy_from_device_async).
 inline constexpr detail::copy_fn<detail::copy_rule::from_device> copy_from_device{};
@@ -2924,8 +2852,8 @@ inline constexpr detail::copy_fn<detail::copy_rule::from_host> copy_from_host{};
 /// copy, for a host-side `dst`: host, pinned or managed (CuPy: copy_to_host, copy_to_host_async).
 inline constexpr detail::copy_fn<detail::copy_rule::to_host> copy_to_host{};
 
-/// fill_bytes(dst, value [, stream]): sets every byte of `dst` to `value` (memset), as copy does
-/// its work: synchronous, or ordered on `stream` (CuPy: memset, memset_async).
+/// fill_bytes(dst, value [, stream]): sets every byte of `dst` to `value` (memset), synchronous or ordered on
+/// `stream` as copy is (CuPy: memset, memset_async).
 inline constexpr detail::fill_bytes_fn fill_bytes{};
 
 #if defined(__CUDACC__)
@@ -2976,9 +2904,9 @@ struct fill_fn {
 };
 }  // namespace detail
 
-/// fill(dst, value, stream): sets every element of `dst` to `value` with a kernel on `stream`'s
-/// device (nvcc builds); does not synchronize; can be captured. The value must convert without
-/// narrowing. Device memory of another device than the stream's is refused before launching.
+/// fill(dst, value, stream): sets every element of `dst` to `value` with a kernel on `stream`'s device (nvcc
+/// builds); does not synchronize; can be captured. The value must convert without narrowing. Another device's
+/// memory than the stream's is refused before launching.
 inline constexpr detail::fill_fn fill{};
 #endif
 

@@ -3,6 +3,7 @@
 #include <cudamem/buffer.hpp>
 #include <cudamem/kind.hpp>
 #include <cudamem/ptr.hpp>
+#include <cudamem/resource.hpp>
 #include <cudamem/span.hpp>
 
 #include "catch.hpp"
@@ -18,6 +19,13 @@ TEST_CASE("kind traits say who may touch the memory", "[kind]") {
   STATIC_REQUIRE(managed::host_accessible && managed::device_accessible);
   STATIC_REQUIRE(memory_kind<host> && memory_kind<pinned> && memory_kind<device> && memory_kind<managed>);
   STATIC_REQUIRE_FALSE(memory_kind<int>);
+}
+
+TEST_CASE("the built-in resources serve their kinds", "[kind][resource]") {
+  STATIC_REQUIRE(memory_resource_for<device_malloc_resource, device> &&
+                 memory_resource_for<device_pool_resource, device>);
+  STATIC_REQUIRE(memory_resource_for<pinned_resource, pinned> && memory_resource_for<managed_resource, managed>);
+  STATIC_REQUIRE(memory_resource_for<host_resource, host> && !memory_resource_for<host_resource, pinned>);
 }
 
 TEST_CASE("only pageable host memory is refused by stream-ordered operations", "[kind]") {

@@ -1,7 +1,6 @@
 // SPDX-License-Identifier: MIT
-// cudamem: the untyped transfer engine behind every copy and fill, 1D and 2D: the checks, the home
-// device, the capture rule and the one CUDA call, written once; copy.hpp decides direction and
-// legality at compile time. Internal.
+// cudamem: the untyped engine behind every copy and fill, 1D and 2D: the checks, the home device, the capture rule
+// and the one CUDA call, written once; copy.hpp decides direction and legality at compile time. Internal.
 #pragma once
 
 #include <cudamem/detail/arith.hpp>
@@ -18,8 +17,8 @@
 
 namespace cudamem::detail {
 
-/// One side of a transfer, untyped: `width` elements per row, `pitch` bytes from one row to the next
-/// (ignored for one row); device_id::host() for host and pinned memory.
+/// One side of a transfer, untyped: `width` elements per row, `pitch` bytes from one row to the next (ignored for
+/// one row); device_id::host() for host and pinned memory.
 struct operand {
   const void* addr = nullptr;
   std::size_t width = 0, height = 1, pitch = 0;
@@ -41,10 +40,9 @@ struct region {
   }
 };
 
-/// Checks one operand into `r`: sizes fit std::size_t and the address space, not null with
-/// elements, rows within the pitch. `role` ("dst", "src") names it in the message. (The engine
-/// fills its results in place: a region or plan returned by value is copied piecewise-written, and
-/// the store-to-load stalls of those copies cost more than the checks.)
+/// Checks one operand into `r`: sizes fit std::size_t and the address space, not null with elements, rows within
+/// the pitch; `role` ("dst", "src") names it. Results are filled in place: returning a region by value costs
+/// store-to-load stalls (it is written piecewise) that exceed the checks.
 inline status check_operand(const operand& o, std::size_t elem_size, const char* role, const char* api,
                             region& r) noexcept {
   auto row_bytes = bytes_of(o.width, elem_size, api);
@@ -106,9 +104,9 @@ inline status check_pitch_limits(const plan& p, const char* api) noexcept {
   return {};
 }
 
-/// Checks a copy into `p`: extents (a 1D operand matches a 2D one of as many elements, read as
-/// contiguous rows), each operand, overlap over both footprints (conservative for interleaved rows:
-/// with unified addressing, addresses alone decide), and the pitch limit.
+/// Checks a copy into `p`: extents (a 1D operand matches a 2D one of as many elements, as contiguous rows), each
+/// operand, overlap of the footprints (unified addressing: addresses decide; conservative for interleaved rows),
+/// and the pitch limit.
 inline status plan_copy(plan& p, operand dst, operand src, std::size_t elem_size, cudaMemcpyKind direction,
                         const char* api) noexcept {
   for (auto [flat, shaped] : {std::pair{&dst, &src}, std::pair{&src, &dst}})
@@ -141,9 +139,8 @@ inline status plan_fill(plan& p, const operand& dst, std::size_t elem_size, unsi
   return p.dst.empty() ? status() : check_pitch_limits(p, api);
 }
 
-/// The library's 2D copy kernel, set by the first translation unit that nvcc compiles with cudamem
-/// (detail/copy2d.hpp); null in programs without one. It answers false where it would lose to
-/// cudaMemcpy2DAsync (the caller then calls that) and true once it has launched.
+/// The library's 2D copy kernel, set by the first translation unit nvcc compiles with cudamem (detail/copy2d.hpp),
+/// else null. It answers false where cudaMemcpy2DAsync would win (the caller calls that), true once launched.
 inline result<bool> (*copy2d_kernel)(const plan&, stream_ref, const char*) noexcept = nullptr;
 
 /// The one CUDA call of a checked, non-empty plan, ordered on `s`. Does not synchronize.
@@ -160,15 +157,12 @@ inline status enqueue(const plan& p, stream_ref on, const char* api) noexcept {
   if (p.flat())
     return check(cudaMemcpyAsync(d.addr, s.addr, d.row_bytes * d.rows, p.direction, stream), api, "cudaMemcpyAsync");
   if (p.peer()) {
-    const cudaMemcpy3DPeerParms parms{nullptr,
-                                      {},
-                                      {s.addr, s.pitch, s.row_bytes, s.rows},
-                                      s.device.get(),
-                                      nullptr,
-                                      {},
-                                      {d.addr, d.pitch, d.row_bytes, d.rows},
-                                      d.device.get(),
-                                      {d.row_bytes, d.rows, 1}};
+    cudaMemcpy3DPeerParms parms{};
+    parms.srcPtr = {s.addr, s.pitch, s.row_bytes, s.rows};
+    parms.srcDevice = s.device.get();
+    parms.dstPtr = {d.addr, d.pitch, d.row_bytes, d.rows};
+    parms.dstDevice = d.device.get();
+    parms.extent = {d.row_bytes, d.rows, 1};
     return check(cudaMemcpy3DPeerAsync(&parms, stream), api, "cudaMemcpy3DPeerAsync");
   }
   if (copy2d_kernel != nullptr && d.kind == kind_id::device && s.kind == kind_id::device) {
@@ -179,18 +173,17 @@ inline status enqueue(const plan& p, stream_ref on, const char* api) noexcept {
                "cudaMemcpy2DAsync");
 }
 
-/// While a blocking stream of the current device captures, the legacy default stream would join the
-/// capture and invalidate it: a synchronous operation is refused first. The query disturbs nothing.
+/// While a blocking stream of the current device captures, the legacy stream would join the capture and
+/// invalidate it: a synchronous operation is refused first. The query disturbs nothing.
 inline status refuse_during_capture(const char* api) noexcept {
   return refuse_capture(cudaStreamLegacy, api,
                         "a blocking stream is capturing a graph, and the legacy default stream would join it; use the "
                         "stream-ordered form on the capturing stream");
 }
 
-/// Whether the plan copies from one device's memory to host-side memory (pageable or pinned), the
-/// direction in which cudaMemcpy itself returns only once the copy has completed (CUDA's API
-/// synchronization rules) and costs no more than an enqueue and a synchronize. Builds with
-/// per-thread default streams map cudaMemcpy to the per-thread stream: not used there.
+/// Whether the plan copies device memory to host-side memory (pageable or pinned): there cudaMemcpy returns once
+/// the copy is done (CUDA's synchronization rules), as cheap as an enqueue and a synchronize. Not with per-thread
+/// default streams, where cudaMemcpy goes to the per-thread stream.
 inline bool device_to_host([[maybe_unused]] const plan& p) noexcept {
 #if defined(CUDA_API_PER_THREAD_DEFAULT_STREAM)
   return false;
@@ -199,10 +192,9 @@ inline bool device_to_host([[maybe_unused]] const plan& p) noexcept {
 #endif
 }
 
-/// Runs a plan to completion. Pageable memory only: the host does it (no stream-ordered work can
-/// touch it). Else on the legacy stream of the home device, after earlier work there and on the
-/// other device's legacy stream. cudaMemcpy never disturbs a capture elsewhere; a synchronize would
-/// (in global and thread-local mode), so the thread is in relaxed capture mode around it.
+/// Runs a plan to completion. Pageable memory only: the host does it (no stream-ordered work can touch it). Else on
+/// the legacy stream of the home device, after earlier work there and on the other device's legacy stream.
+/// cudaMemcpy never disturbs a capture elsewhere; a synchronize would, so it runs in relaxed capture mode.
 inline status run_sync(const plan& p, const char* api) noexcept {
   if (p.dst.empty()) return {};
   if (p.pageable()) {
@@ -241,18 +233,16 @@ inline status run_async(const plan& p, stream_ref s, const char* api) noexcept {
   status done = enqueue(p, s, api);
   if (done || done.error() != cudaErrorInvalidValue) [[likely]]
     return done;
-  // Stream-ordered pool memory is mapped only where its device (or a device given access) is
-  // current: CUDA refuses the copy with invalid-value while another device is. Retry once with the
-  // stream's device current; the hot path pays nothing for it.
+  // Pool memory is mapped only where its device (or one given access) is current: CUDA refuses the copy with
+  // invalid-value while another device is. Retry once with the stream's device current; the hot path pays nothing.
   auto device = s.device();
   auto guard = device ? device_guard::set(*device) : result<device_guard>(device.error());
   return guard && guard->previous() != *device ? enqueue(p, s, api) : done;
 }
 
-/// A kernel the library launches on `launch` may touch `r` only where that device can reach it:
-/// another device's memory would fault (cudaErrorIllegalAddress loses the context), so it is
-/// refused before launching, unless a peer_access guard for (launch, r's device) is held. Pinned
-/// and managed memory are reachable from every device.
+/// A kernel the library launches on `launch` may touch `r` only where that device can reach it: another device's
+/// memory would fault (losing the context), so it is refused unless a peer_access guard for (launch, r's device) is
+/// held. Pinned and managed memory are reachable from every device.
 inline status check_kernel_access(device_id launch, const region& r, const char* api) noexcept {
   if (r.kind == kind_id::device && r.device != launch && !peer_access_held(launch, r.device))
     return error(errc::invalid_argument, api,
