@@ -4,7 +4,6 @@
 /// library needs (`max_pitch`, `compute_capability`).
 #pragma once
 
-#include <cudamem/detail/driver.hpp>
 #include <cudamem/detail/unique_handle.hpp>
 #include <cudamem/error.hpp>
 
@@ -36,8 +35,8 @@ class device_id {
 
 /// The calling thread's current device. Errors: CUDA errors (no device, no driver).
 [[nodiscard]] inline result<device_id> current_device() noexcept {
-  int ordinal = detail::driver_current_device();
-  if (ordinal < 0) CUDAMEM_TRY(detail::check(cudaGetDevice(&ordinal), "current_device", "cudaGetDevice"));
+  int ordinal = 0;
+  CUDAMEM_TRY(detail::check(cudaGetDevice(&ordinal), "current_device", "cudaGetDevice"));
   return device_id(ordinal);
 }
 
@@ -99,8 +98,7 @@ class device_guard {
   /// Makes `id` current (if it is not already: then nothing will be restored). Errors: out_of_range (`id` names
   /// no device); CUDA errors. On error the current device is unchanged.
   [[nodiscard]] static result<device_guard> set(device_id id) noexcept {
-    int previous = detail::driver_current_device();
-    if (previous == id.get()) return device_guard(previous, false);
+    int previous = 0;
     CUDAMEM_TRY(detail::check(cudaGetDevice(&previous), "device_guard::set", "cudaGetDevice"));
     if (previous != id.get()) {
       CUDAMEM_TRY(detail::check_device(id, "device_guard::set"));

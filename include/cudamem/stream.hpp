@@ -4,6 +4,7 @@
 /// non-owning, trivially copyable `stream_ref` and `event_ref`.
 #pragma once
 
+#include <cudamem/detail/driver.hpp>
 #include <cudamem/detail/unique_handle.hpp>
 #include <cudamem/device.hpp>
 

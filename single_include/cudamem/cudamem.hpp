@@ -81,8 +81,9 @@ CUDAMEM_DETAIL_PROCESS_WIDE State& process_wide() noexcept {
 
 // cudamem: keeping the library's own calls out of the user's stream captures. Internal.
 
-// cudamem: the driver's forms of the queries the library makes on every operation. On an H200 host the runtime's
-// cudaGetDevice, cudaStreamIsCapturing and cudaStreamGetId cost 35-60 ns each, the driver's 7-16 ns. The entry
+// cudamem: the driver's forms of the stream and event queries the library makes on hot paths. On an H200 host the
+// runtime's cudaStreamIsCapturing and cudaStreamGetId cost about 60 ns each, the driver's about 15 ns. (The current
+// device stays the runtime's business: it can differ from the driver's current context.) The entry
 // points come from cudaGetDriverEntryPointByVersion, so nothing links libcuda. Each wrapper answers through the
 // driver when it can and otherwise makes the runtime call, whose error code and message the library reports.
 // Internal.
@@ -142,7 +143,6 @@ static_assert(int{CU_STREAM_CAPTURE_STATUS_ACTIVE} == int{cudaStreamCaptureStatu
               int{CU_STREAM_CAPTURE_MODE_RELAXED} == int{cudaStreamCaptureModeRelaxed});
 
 struct driver_calls {
-  CUresult (*ctx_get_device)(CUdevice*) = nullptr;
   CUresult (*stream_is_capturing)(CUstream, CUstreamCaptureStatus*) = nullptr;
   CUresult (*stream_get_id)(CUstream, unsigned long long*) = nullptr;
   CUresult (*exchange_capture_mode)(CUstreamCaptureMode*) = nullptr;
@@ -164,7 +164,6 @@ const driver_calls& driver_table() noexcept {
           found == cudaDriverEntryPointSuccess)
         f = reinterpret_cast<std::remove_reference_t<decltype(f)>>(p);
     };
-    load("cuCtxGetDevice", t.ctx_get_device);
     load("cuStreamIsCapturing", t.stream_is_capturing);
     load("cuStreamGetId", t.stream_get_id);
     load("cuThreadExchangeStreamCaptureMode", t.exchange_capture_mode);
@@ -183,13 +182,6 @@ inline const driver_calls& driver() noexcept {
 #endif
 }
 
-/// The ordinal of the current device when the driver names it cheaply (a context is current), else -1. The
-/// driver's device handles are the runtime's ordinals.
-inline int driver_current_device() noexcept {
-  CUdevice d = -1;
-  const auto f = driver().ctx_get_device;
-  return f != nullptr && f(&d) == CUDA_SUCCESS ? static_cast<int>(d) : -1;
-}
 /// cudaStreamIsCapturing; the runtime call (and its error) when the driver does not answer.
 inline cudaError_t stream_capture_status(cudaStream_t s, cudaStreamCaptureStatus* status) noexcept {
   CUstreamCaptureStatus st{};
@@ -1015,8 +1007,8 @@ class device_id {
 
 /// The calling thread's current device. Errors: CUDA errors (no device, no driver).
 [[nodiscard]] inline result<device_id> current_device() noexcept {
-  int ordinal = detail::driver_current_device();
-  if (ordinal < 0) CUDAMEM_TRY(detail::check(cudaGetDevice(&ordinal), "current_device", "cudaGetDevice"));
+  int ordinal = 0;
+  CUDAMEM_TRY(detail::check(cudaGetDevice(&ordinal), "current_device", "cudaGetDevice"));
   return device_id(ordinal);
 }
 
@@ -1078,8 +1070,7 @@ class device_guard {
   /// Makes `id` current (if it is not already: then nothing will be restored). Errors: out_of_range (`id` names
   /// no device); CUDA errors. On error the current device is unchanged.
   [[nodiscard]] static result<device_guard> set(device_id id) noexcept {
-    int previous = detail::driver_current_device();
-    if (previous == id.get()) return device_guard(previous, false);
+    int previous = 0;
     CUDAMEM_TRY(detail::check(cudaGetDevice(&previous), "device_guard::set", "cudaGetDevice"));
     if (previous != id.get()) {
       CUDAMEM_TRY(detail::check_device(id, "device_guard::set"));

@@ -194,6 +194,7 @@ TEST_CASE("registration: buffers allocated on the stream come from it; it goes, 
   auto after = take(device_buffer<int>::allocate(100, s));
   CHECK(after.resource() == default_resource<device>(true));
   REQUIRE_OK(fill(kept, 5, s));  // outlives its registration
+  REQUIRE_OK(s.synchronize());    // s is non-blocking: the synchronous read below does not wait for it
   CHECK(test::read_back(kept.view()) == std::vector<int>(100, 5));
   kept = {};
   REQUIRE_OK(s.synchronize());
