@@ -109,6 +109,19 @@ class stream_ref {
   /// The device given, the current one for a default stream, else cudaStreamGetDevice's; does not synchronize.
   /// Errors: invalid_argument (moved from); capture_active (capturing, device not known); CUDA errors.
   [[nodiscard]] result<device_id> device() const noexcept {
+    if (device_ != unknown_device && valid() && !detail::is_default_stream(handle_)) [[likely]]
+      return device_id(device_);
+    return device_slow();
+  }
+  /// Blocks until all queued work has finished; synchronizes. Errors: invalid_argument (moved from); capture_active
+  /// if its work joins a graph capture, which waiting would invalidate; CUDA errors, also of earlier work.
+  [[nodiscard]] status synchronize() const noexcept {
+    CUDAMEM_TRY(usable_outside_capture("stream::synchronize"));
+    return detail::check(cudaStreamSynchronize(handle_), "stream::synchronize", "cudaStreamSynchronize");
+  }
+
+ private:
+  result<device_id> device_slow() const noexcept {
     constexpr const char* api = "stream::device";
     if (!valid()) return detail::handle_moved_from(api, "stream");
     if (detail::is_default_stream(handle_)) {
@@ -123,12 +136,8 @@ class stream_ref {
     CUDAMEM_TRY(detail::check(cudaStreamGetDevice(handle_, &ordinal), api, "cudaStreamGetDevice"));
     return device_id(ordinal);
   }
-  /// Blocks until all queued work has finished; synchronizes. Errors: invalid_argument (moved from); capture_active
-  /// if its work joins a graph capture, which waiting would invalidate; CUDA errors, also of earlier work.
-  [[nodiscard]] status synchronize() const noexcept {
-    CUDAMEM_TRY(usable_outside_capture("stream::synchronize"));
-    return detail::check(cudaStreamSynchronize(handle_), "stream::synchronize", "cudaStreamSynchronize");
-  }
+
+ public:
   /// Whether all queued work has finished (cudaStreamQuery); does not block. Not-ready is false, never an error,
   /// and leaves CUDA's last-error slot as it was. Errors: as synchronize().
   [[nodiscard]] result<bool> ready() const noexcept {
