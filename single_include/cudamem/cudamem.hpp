@@ -2490,7 +2490,7 @@ inline status plan_copy(plan& p, operand dst, operand src, std::size_t elem_size
   const auto to = reinterpret_cast<std::uintptr_t>(p.dst.addr), from = reinterpret_cast<std::uintptr_t>(p.src.addr);
   if (to < from + p.src.footprint && from < to + p.dst.footprint)
     return error(errc::overlap, api, "source and destination overlap");
-  return check_pitch_limits(p, api);
+  return p.flat() || p.pageable() ? status() : check_pitch_limits(p, api);  // the call only for 2D
 }
 
 /// Checks a fill of every byte of `dst` with `value` into `p`.
@@ -2499,7 +2499,7 @@ inline status plan_fill(plan& p, const operand& dst, std::size_t elem_size, unsi
   p.fill = true;
   p.value = value;
   CUDAMEM_TRY(check_operand(dst, elem_size, "dst", api, p.dst));
-  return p.dst.empty() ? status() : check_pitch_limits(p, api);
+  return p.dst.empty() || p.flat() || p.pageable() ? status() : check_pitch_limits(p, api);
 }
 
 /// The library's 2D copy kernel, set by the first translation unit nvcc compiles with cudamem (detail/copy2d.hpp),
