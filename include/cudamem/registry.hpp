@@ -35,14 +35,25 @@ struct CUDAMEM_DETAIL_PROCESS_WIDE allocator_table {
     std::atomic<std::uint64_t> stream_id{no_stream};
     std::atomic<std::uintptr_t> handle{0};     // 0: none (free, or its stream is known to be gone)
     std::atomic<std::uintptr_t> words[2]{};  // the resource_ref's two pointers
-    std::atomic<std::uint64_t> confirmed{no_stream};  // disowned_count() when a stream object's ref last matched
+    std::atomic<std::uint64_t> confirmed{no_stream};  // see confirmation()
   };
   /// What a lookup finds: the resource and the id of the stream it was registered for.
   struct entry {
     resource_ref<device> resource;
     std::uint64_t stream_id;
     std::size_t slot;
+    std::uint32_t version;   // the slot's version the entry was read at
+    std::uint64_t confirmed;  // the slot's confirmation, read with it
   };
+  /// A slot's confirmation: a stream object's ref() matched the registration of slot version `version` while
+  /// disowned_count() was `count`. Carrying the version, it never vouches for what a later write put in the slot.
+  static std::uint64_t confirmation(std::uint32_t version, std::uint64_t count) noexcept {
+    return (std::uint64_t{version} << 32) | (count & 0xffffffffu);
+  }
+  /// Records that `e` was confirmed while disowned_count() was `count`.
+  void confirm(const entry& e, std::uint64_t count) noexcept {
+    slots[e.slot].confirmed.store(confirmation(e.version, count), std::memory_order_relaxed);
+  }
 
   /// Registers `r` for stream `id` at `handle`; returns the slot index. A slot that holds `handle` under another id
   /// belongs to a destroyed stream whose handle came back: it no longer answers for the handle. Errors:
@@ -99,10 +110,13 @@ struct CUDAMEM_DETAIL_PROCESS_WIDE allocator_table {
         const std::uintptr_t words[2] = {s.words[0].load(std::memory_order_acquire),
                                          s.words[1].load(std::memory_order_acquire)};
         const std::uint64_t id = s.stream_id.load(std::memory_order_acquire);
+        const std::uint64_t confirmed = s.confirmed.load(std::memory_order_acquire);
         if (s.version.load(std::memory_order_relaxed) != before) continue;
         std::memcpy(static_cast<void*>(&out.resource), words, sizeof words);
         out.stream_id = id;
         out.slot = i;
+        out.version = before;
+        out.confirmed = confirmed;
         return true;
       }
     }
@@ -200,20 +214,20 @@ class registration {
 
 /// The resource registered on `s`, else default_resource<device>(true) (the stream-ordered pool). Does not
 /// synchronize. No CUDA call while nothing is registered, for a default stream, for a stream with no registration
-/// at its handle, or for a stream object's ref() that matched before while no stream object has been destroyed or
-/// released since. Else cudaStreamIsCapturing and cudaStreamGetId, whose id must match the registration's, so a
-/// stream created at a destroyed stream's handle gets the default. During a capture CUDA gives no id and the handle
-/// decides: drop a registration before destroying its stream. A moved-from stream or a failed query gives the
+/// at its handle, or for a stream object's ref() that matched before while no stream object has been created,
+/// destroyed or released since. Else cudaStreamIsCapturing and cudaStreamGetId, whose id must match the registration's,
+/// so a stream created at a destroyed stream's handle gets the default. During a capture CUDA gives no id and the
+/// handle decides: drop a registration before destroying its stream. A moved-from stream or a failed query gives the
 /// default, whose allocate then reports the problem.
 [[nodiscard]] inline resource_ref<device> allocator_for(stream_ref s) noexcept {
   const resource_ref<device> fallback = default_resource<device>(true);
   detail::allocator_table& table = detail::allocators();
   if (table.empty() || !s.valid() || detail::is_default_stream(s.get())) return fallback;
-  detail::allocator_table::entry found{fallback, 0, 0};
+  detail::allocator_table::entry found{fallback, 0, 0, 0, 0};
   if (!table.find(detail::handle_key(s), found)) return fallback;
-  std::atomic<std::uint64_t>& confirmed = table.slots[found.slot].confirmed;
   const std::uint64_t disowned = detail::disowned_count().load(std::memory_order_acquire);
-  if (detail::from_owner(s) && confirmed.load(std::memory_order_relaxed) == disowned) return found.resource;
+  if (detail::from_owner(s) && found.confirmed == detail::allocator_table::confirmation(found.version, disowned))
+    return found.resource;
   const cudaError_t earlier = cudaPeekAtLastError();
   cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
   unsigned long long id = 0;
@@ -225,7 +239,7 @@ class registration {
     return fallback;
   }
   if (id != found.stream_id) return fallback;
-  if (detail::from_owner(s)) confirmed.store(disowned, std::memory_order_relaxed);
+  if (detail::from_owner(s)) table.confirm(found, disowned);
   return found.resource;
 }
 

@@ -59,9 +59,10 @@ inline status refuse_capture(cudaStream_t handle, const char* api, const char* w
   return {};
 }
 
-/// Counts the times a stream object stopped owning its handle (destroyed, or given up by release()). State keyed on
-/// handles (a caching pool, the allocator registry) trusts a handle it confirmed by cudaStreamGetId only while the
-/// count is what it was then: CUDA hands a destroyed stream's handle to the next stream created.
+/// Counts the times a stream object began or stopped owning a handle (created, adopted, destroyed, or given up by
+/// release()). State keyed on handles (a caching pool, the allocator registry) trusts a stream object's handle it
+/// confirmed by cudaStreamGetId only while the count is what it was then: CUDA hands a destroyed stream's handle to
+/// the next stream created, and a handle given up by release() may be destroyed without the count moving.
 struct CUDAMEM_DETAIL_PROCESS_WIDE streams_disowned {
   std::atomic<std::uint64_t> count{0};
 };
@@ -263,7 +264,9 @@ class stream {
   [[nodiscard]] status wait(event_ref e) const noexcept { return ref().wait(e); }  ///< As stream_ref's.
 
  private:
-  stream(cudaStream_t handle, device_id id) noexcept : handle_(handle), device_(id) {}
+  stream(cudaStream_t handle, device_id id) noexcept : handle_(handle), device_(id) {
+    detail::disowned_count().fetch_add(1, std::memory_order_acq_rel);
+  }
   detail::unique_handle<detail::stream_handle> handle_;
   device_id device_;
 };

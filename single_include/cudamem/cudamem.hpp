@@ -1162,9 +1162,10 @@ inline status refuse_capture(cudaStream_t handle, const char* api, const char* w
   return {};
 }
 
-/// Counts the times a stream object stopped owning its handle (destroyed, or given up by release()). State keyed on
-/// handles (a caching pool, the allocator registry) trusts a handle it confirmed by cudaStreamGetId only while the
-/// count is what it was then: CUDA hands a destroyed stream's handle to the next stream created.
+/// Counts the times a stream object began or stopped owning a handle (created, adopted, destroyed, or given up by
+/// release()). State keyed on handles (a caching pool, the allocator registry) trusts a stream object's handle it
+/// confirmed by cudaStreamGetId only while the count is what it was then: CUDA hands a destroyed stream's handle to
+/// the next stream created, and a handle given up by release() may be destroyed without the count moving.
 struct CUDAMEM_DETAIL_PROCESS_WIDE streams_disowned {
   std::atomic<std::uint64_t> count{0};
 };
@@ -1366,7 +1367,9 @@ class stream {
   [[nodiscard]] status wait(event_ref e) const noexcept { return ref().wait(e); }  ///< As stream_ref's.
 
  private:
-  stream(cudaStream_t handle, device_id id) noexcept : handle_(handle), device_(id) {}
+  stream(cudaStream_t handle, device_id id) noexcept : handle_(handle), device_(id) {
+    detail::disowned_count().fetch_add(1, std::memory_order_acq_rel);
+  }
   detail::unique_handle<detail::stream_handle> handle_;
   device_id device_;
 };
@@ -1623,14 +1626,25 @@ struct CUDAMEM_DETAIL_PROCESS_WIDE allocator_table {
     std::atomic<std::uint64_t> stream_id{no_stream};
     std::atomic<std::uintptr_t> handle{0};     // 0: none (free, or its stream is known to be gone)
     std::atomic<std::uintptr_t> words[2]{};  // the resource_ref's two pointers
-    std::atomic<std::uint64_t> confirmed{no_stream};  // disowned_count() when a stream object's ref last matched
+    std::atomic<std::uint64_t> confirmed{no_stream};  // see confirmation()
   };
   /// What a lookup finds: the resource and the id of the stream it was registered for.
   struct entry {
     resource_ref<device> resource;
     std::uint64_t stream_id;
     std::size_t slot;
+    std::uint32_t version;   // the slot's version the entry was read at
+    std::uint64_t confirmed;  // the slot's confirmation, read with it
   };
+  /// A slot's confirmation: a stream object's ref() matched the registration of slot version `version` while
+  /// disowned_count() was `count`. Carrying the version, it never vouches for what a later write put in the slot.
+  static std::uint64_t confirmation(std::uint32_t version, std::uint64_t count) noexcept {
+    return (std::uint64_t{version} << 32) | (count & 0xffffffffu);
+  }
+  /// Records that `e` was confirmed while disowned_count() was `count`.
+  void confirm(const entry& e, std::uint64_t count) noexcept {
+    slots[e.slot].confirmed.store(confirmation(e.version, count), std::memory_order_relaxed);
+  }
 
   /// Registers `r` for stream `id` at `handle`; returns the slot index. A slot that holds `handle` under another id
   /// belongs to a destroyed stream whose handle came back: it no longer answers for the handle. Errors:
@@ -1687,10 +1701,13 @@ struct CUDAMEM_DETAIL_PROCESS_WIDE allocator_table {
         const std::uintptr_t words[2] = {s.words[0].load(std::memory_order_acquire),
                                          s.words[1].load(std::memory_order_acquire)};
         const std::uint64_t id = s.stream_id.load(std::memory_order_acquire);
+        const std::uint64_t confirmed = s.confirmed.load(std::memory_order_acquire);
         if (s.version.load(std::memory_order_relaxed) != before) continue;
         std::memcpy(static_cast<void*>(&out.resource), words, sizeof words);
         out.stream_id = id;
         out.slot = i;
+        out.version = before;
+        out.confirmed = confirmed;
         return true;
       }
     }
@@ -1788,20 +1805,20 @@ class registration {
 
 /// The resource registered on `s`, else default_resource<device>(true) (the stream-ordered pool). Does not
 /// synchronize. No CUDA call while nothing is registered, for a default stream, for a stream with no registration
-/// at its handle, or for a stream object's ref() that matched before while no stream object has been destroyed or
-/// released since. Else cudaStreamIsCapturing and cudaStreamGetId, whose id must match the registration's, so a
-/// stream created at a destroyed stream's handle gets the default. During a capture CUDA gives no id and the handle
-/// decides: drop a registration before destroying its stream. A moved-from stream or a failed query gives the
+/// at its handle, or for a stream object's ref() that matched before while no stream object has been created,
+/// destroyed or released since. Else cudaStreamIsCapturing and cudaStreamGetId, whose id must match the registration's,
+/// so a stream created at a destroyed stream's handle gets the default. During a capture CUDA gives no id and the
+/// handle decides: drop a registration before destroying its stream. A moved-from stream or a failed query gives the
 /// default, whose allocate then reports the problem.
 [[nodiscard]] inline resource_ref<device> allocator_for(stream_ref s) noexcept {
   const resource_ref<device> fallback = default_resource<device>(true);
   detail::allocator_table& table = detail::allocators();
   if (table.empty() || !s.valid() || detail::is_default_stream(s.get())) return fallback;
-  detail::allocator_table::entry found{fallback, 0, 0};
+  detail::allocator_table::entry found{fallback, 0, 0, 0, 0};
   if (!table.find(detail::handle_key(s), found)) return fallback;
-  std::atomic<std::uint64_t>& confirmed = table.slots[found.slot].confirmed;
   const std::uint64_t disowned = detail::disowned_count().load(std::memory_order_acquire);
-  if (detail::from_owner(s) && confirmed.load(std::memory_order_relaxed) == disowned) return found.resource;
+  if (detail::from_owner(s) && found.confirmed == detail::allocator_table::confirmation(found.version, disowned))
+    return found.resource;
   const cudaError_t earlier = cudaPeekAtLastError();
   cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
   unsigned long long id = 0;
@@ -1813,7 +1830,7 @@ class registration {
     return fallback;
   }
   if (id != found.stream_id) return fallback;
-  if (detail::from_owner(s)) confirmed.store(disowned, std::memory_order_relaxed);
+  if (detail::from_owner(s)) table.confirm(found, disowned);
   return found.resource;
 }
 
@@ -3698,14 +3715,18 @@ struct cuda_stream_order {
     auto done = query_result(query_event(m), "caching_pool", "cudaEventQuery");
     return done && *done;
   }
-  /// Blocks until the last record of `m` is done.
-  void wait(marker m) const noexcept { check_release(cudaEventSynchronize(m), "cudaEventSynchronize"); }
-  /// Blocks until all work queued on `device` is done (for blocks whose frees no mark covers); false if CUDA
-  /// refused.
+  /// Blocks until the last record of `m` is done; false if CUDA refused.
+  bool wait(marker m) const noexcept {
+    const cudaError_t code = cudaEventSynchronize(m);
+    check_release(code, "cudaEventSynchronize");
+    return code == cudaSuccess;
+  }
+  /// Blocks until all work queued on `device` (-1: the current one) is done, for blocks whose frees no mark covers;
+  /// false if CUDA refused.
   bool wait_device(int device) const noexcept {
     relaxed_capture_scope relaxed;
-    auto guard = device_guard::set(device_id(device));
-    if (!guard) return false;
+    auto guard = select(device);
+    if (guard && !*guard) return false;
     const cudaError_t code = cudaDeviceSynchronize();
     check_release(code, "cudaDeviceSynchronize");
     return code == cudaSuccess;
@@ -3713,20 +3734,29 @@ struct cuda_stream_order {
   void destroy(marker m) const noexcept {
     if (m != nullptr) check_release(cudaEventDestroy(m), "cudaEventDestroy");
   }
-  /// Calls `f` with `device` made current (-1: the current one), for the upstream's CUDA calls.
+  /// Calls `f` with `device` made current (-1: the current one), for the upstream's CUDA calls. If the device
+  /// cannot be made current: a result-returning `f` is not called and the error is returned; any other is called
+  /// anyway (a free on the current device beats a leak) and the release handler hears why.
   template <class F>
-  decltype(auto) on_device(int device, F&& f) const noexcept {
-    std::optional<result<device_guard>> guard;
-    if (device >= 0) guard.emplace(device_guard::set(device_id(device)));
+  auto on_device(int device, F&& f) const noexcept -> decltype(f()) {
+    auto guard = select(device);
+    if (guard && !*guard) {
+      if constexpr (is_result<decltype(f())>) return guard->error().with_api("caching_pool");
+      else report_release_failure(guard->error());
+    }
     return f();
+  }
+  /// `device` made current while the guard lives (none for -1).
+  static std::optional<result<device_guard>> select(int device) noexcept {
+    if (device < 0) return std::nullopt;
+    return device_guard::set(device_id(device));
   }
   /// Where idle blocks go back to the upstream: any stream will do once their work is done. The calling thread's
   /// default stream, since it joins no one's capture; `device` is made current around it.
   template <class Free>
   void give_back(int device, Free&& free) const noexcept {
     relaxed_capture_scope relaxed;
-    auto guard = device_guard::set(device_id(device));  // a failure leaves the current device: still free
-    free(stream_ref::per_thread());
+    on_device(device, [&] { free(stream_ref::per_thread()); });
   }
 };
 
@@ -3820,18 +3850,9 @@ class caching_pool {
     auto cls = detail::class_of(bytes, api);
     if (!cls) return cls.error();
     CUDAMEM_TRY(order_.usable(s, api));
-    stream_state* st = detail::is_default_stream(s.get()) ? &overflow_ : find(s.get());
-    const std::uint64_t disowned = detail::disowned_count().load(std::memory_order_acquire);
-    if (st != &overflow_ && !(st != nullptr && detail::from_owner(s) && st->confirmed.load() == disowned)) {
-      auto id = order_.id(s, api);  // the handle may be a destroyed stream's, reused
-      if (!id) return id.error();
-      if (st == nullptr || st->id != *id) {
-        auto made = adopt(s, *id, api);
-        if (!made) return made.error();
-        st = *made;
-      }
-      if (detail::from_owner(s)) st->confirmed.store(disowned);
-    }
+    auto found = state_for(s, api);
+    if (!found) return found.error();
+    stream_state* st = *found;
     if (st != &overflow_) {
       if (void* own = take_own(*st, *cls, s)) return own;
       if (void* other = take_other(*st, *cls)) return other;
@@ -3853,32 +3874,43 @@ class caching_pool {
     return *fresh;
   }
   /// Takes a block back into the cache of `s` (the stream its last use was queued on); does not synchronize. A
-  /// stream the pool cannot cache for (capturing, moved from) gets it straight back to the upstream, and the release
-  /// handler hears why.
+  /// stream the pool cannot cache for (a default stream, a capturing one) gets it straight back to the upstream in
+  /// its order; a moved-from stream gets it back after the device is idle, and the release handler hears why.
   void deallocate(stream_ref s, void* p, std::size_t bytes, std::size_t) noexcept {
     if (p == nullptr) return;
     constexpr const char* api = "caching_pool::deallocate";
     const detail::size_class cls = detail::class_of(bytes, api).value_or(detail::size_class{0, bytes});
     status usable = order_.usable(s, api);
-    stream_state* st = !usable ? nullptr : detail::is_default_stream(s.get()) ? &overflow_ : find(s.get());
-    if (usable && st == nullptr) {
-      auto id = order_.id(s, api);
-      auto made = id ? adopt(s, *id, api) : result<stream_state*>(id.error());
-      if (made) st = *made;
-      else (void)(usable = made.error());
-    }
-    if (st != nullptr && st != &overflow_) {
+    for (int attempt = 0; usable && attempt < 2; ++attempt) {
+      auto found = state_for(s, api);
+      if (!found) {
+        (void)(usable = found.error());
+        break;
+      }
+      stream_state* st = *found;
+      if (st == &overflow_) break;
       const std::lock_guard<detail::spin_lock> lock(st->lock);
+      if (st->retired) continue;  // given up since it was found: find the stream's state again
+      if (!st->lists) st->lists = std::make_unique<std::vector<block>[]>(detail::size_classes);
       st->lists[cls.index].push_back(block{p, ++st->frees});
       st->take_back(cls.bytes);
       if (st->demanded) mark(*st, s);
       return;
     }
     if (!usable) report_release_failure(usable.error());
-    order_.on_device(device_for(st, s), [&] { upstream_.deallocate(s, p, cls.bytes, block_alignment); });
+    {
+      const std::lock_guard<detail::spin_lock> lock(overflow_.lock);  // before `reserve`: statistics() reads
+      overflow_.take_back(cls.bytes);                                // in-use first, reserved second
+    }
+    const int device = device_for(nullptr, s);
+    if (s.valid()) {
+      order_.on_device(device, [&] { upstream_.deallocate(s, p, cls.bytes, block_alignment); });
+    } else if (order_.wait_device(device)) {  // no stream to order the free on: wait for the device instead
+      order_.give_back(device, [&](stream_ref idle) { upstream_.deallocate(idle, p, cls.bytes, block_alignment); });
+    } else {
+      return;  // the block cannot be given back safely: it stays reserved
+    }
     reserve(0 - cls.bytes, std::size_t(0) - 1);
-    const std::lock_guard<detail::spin_lock> lock(overflow_.lock);
-    overflow_.take_back(cls.bytes);
   }
 
   /// Gives the upstream every cached block known to be done; does not wait. Streams with blocks no event covers yet
@@ -3898,6 +3930,12 @@ class caching_pool {
     out.bytes_reserved = reserved_bytes_.load(std::memory_order_relaxed);
     out.blocks_reserved = reserved_blocks_.load(std::memory_order_relaxed);
     out.peak_bytes_reserved = peak_.load(std::memory_order_relaxed);
+    // Per-stream sums taken while blocks move between streams can be off for a moment: keep them in range.
+    const auto clamp = [](std::size_t v, std::size_t most) {
+      return static_cast<std::ptrdiff_t>(v) < 0 ? 0 : std::min(v, most);
+    };
+    out.bytes_in_use = clamp(out.bytes_in_use, out.bytes_reserved);
+    out.blocks_in_use = clamp(out.blocks_in_use, out.blocks_reserved);
     out.bytes_cached = out.bytes_reserved - out.bytes_in_use;
     out.blocks_cached = out.blocks_reserved - out.blocks_in_use;
     out.upstream_allocations = upstream_allocations_.load(std::memory_order_relaxed);
@@ -3919,13 +3957,13 @@ class caching_pool {
     const std::uint64_t id;
     const int device;
     alignas(64) mutable detail::spin_lock lock;
-    std::atomic<std::uint64_t> confirmed{~std::uint64_t{0}};  // see allocate
-    bool demanded = false;   // another stream found blocks of ours no event covers: record one at our next call
-    bool retired = false;    // its stream is gone: never marked again
+    std::atomic<std::uint64_t> confirmed{~std::uint64_t{0}};  // see state_for
+    bool demanded = false;  // another stream found blocks of ours no event covers: record one at our next call
+    bool retired = false;   // given up (its stream is gone, or its slot went to another): never cached into again
     marker event{};
     std::uint64_t frees = 0, recorded = 0, passed = 0;  // frees so far; frees the last record covers; known done
     std::size_t bytes_in_use = 0, blocks_in_use = 0, reused = 0, reused_across = 0;
-    std::vector<block> lists[detail::size_classes];
+    std::unique_ptr<std::vector<block>[]> lists;  // per size class; made at the first free
     void hand_out(std::size_t bytes) noexcept {
       bytes_in_use += bytes;
       ++blocks_in_use;
@@ -3957,14 +3995,13 @@ class caching_pool {
     if (!s.valid() || detail::is_default_stream(s.get())) return -1;
     return order_.device(s, "caching_pool").value_or(-1);
   }
-  // Records the stream's event; its frees so far become reusable elsewhere once it completes. Under st.lock.
+  // Records the stream's event; its frees so far become reusable elsewhere once it completes. Under st.lock. A
+  // failure is reported once; the blocks stay where they are until the next request.
   void mark(stream_state& st, stream_ref s) noexcept {
-    if (const status marked = order_.mark(st.event, st.device, s); !marked) {
-      report_release_failure(marked.error());
-      return;
-    }
-    st.recorded = st.frees;
     st.demanded = false;
+    if (const status marked = order_.mark(st.event, st.device, s); !marked)
+      return report_release_failure(marked.error());
+    st.recorded = st.frees;
   }
   // Whether the free that cached `b` on `owner` is known to be done, asking the event at most once. Under the lock.
   bool is_done(stream_state& owner, const block& b) noexcept {
@@ -3972,6 +4009,13 @@ class caching_pool {
     if (b.mark > owner.recorded) return false;
     if (owner.recorded > owner.passed && order_.passed(owner.event)) owner.passed = owner.recorded;
     return b.mark <= owner.passed;
+  }
+  // The mark of the newest cached block (marks start at 1); 0: none cached. Under the state's lock.
+  static std::uint64_t newest(const stream_state& st) noexcept {
+    std::uint64_t mark = 0;
+    for (std::size_t c = 0; st.lists && c < detail::size_classes; ++c)
+      if (!st.lists[c].empty()) mark = std::max(mark, st.lists[c].back().mark);
+    return mark;
   }
 
   // The live state for a handle: no lock, no CUDA call.
@@ -3983,49 +4027,63 @@ class caching_pool {
     }
     return nullptr;
   }
+  // The state of `s`, checked against handle reuse: cudaStreamGetId must match, except for a stream object's ref()
+  // confirmed while no stream object was created, destroyed or released (detail::disowned_count()).
+  result<stream_state*> state_for(stream_ref s, const char* api) noexcept {
+    if (detail::is_default_stream(s.get())) return &overflow_;
+    stream_state* st = find(s.get());
+    const std::uint64_t disowned = detail::disowned_count().load(std::memory_order_acquire);
+    if (st != nullptr && detail::from_owner(s) && st->confirmed.load(std::memory_order_relaxed) == disowned) return st;
+    auto id = order_.id(s, api);
+    if (!id) return id.error();
+    if (st == nullptr || st->id != *id) {
+      auto made = adopt(s, *id, api);
+      if (!made) return made.error();
+      st = *made;
+    }
+    if (st != &overflow_ && detail::from_owner(s)) st->confirmed.store(disowned, std::memory_order_relaxed);
+    return st;
+  }
   // The state for stream `id` at `s`'s handle, made on first sight. A state at the handle with another id belongs
-  // to a destroyed stream: it retires (its blocks wait for trim or release). With every slot taken by a stream
-  // that has cached blocks, the overflow state, which caches nothing.
+  // to a destroyed stream: it retires (its blocks wait for release). With every slot taken, a stream with nothing
+  // cached gives its slot up; if none can, the overflow state, which caches nothing.
   result<stream_state*> adopt(stream_ref s, std::uint64_t id, const char* api) noexcept {
     const std::lock_guard<std::mutex> lock(mutex_);
-    std::size_t slot = max_streams, used = used_.load(std::memory_order_relaxed);
+    const std::size_t used = used_.load(std::memory_order_relaxed);
+    std::size_t slot = max_streams;
     for (std::size_t i = 0; i < used && slot == max_streams; ++i) {
       stream_state* st = slots_[i].load(std::memory_order_relaxed);
-      if (st->handle != s.get()) continue;
-      if (st->id == id) return st;
-      slot = i;
+      if (st->handle == s.get() && st->id == id) return st;
+      if (st->handle == s.get()) slot = i;
     }
-    for (std::size_t i = 0; i < used && slot == max_streams && used == max_streams; ++i)
-      if (const std::lock_guard<detail::spin_lock> held(slots_[i].load()->lock); newest(*slots_[i].load()) == 0)
-        slot = i;
-    if (slot == max_streams && used == max_streams) return &overflow_;
     auto device = order_.device(s, api);
     if (!device) return device.error();
-    states_.push_back(std::make_unique<stream_state>(s.get(), id, *device));
-    if (slot == max_streams) {
-      slot = used;
-      used_.store(used + 1, std::memory_order_release);
-    } else {
-      const std::lock_guard<detail::spin_lock> held(slots_[slot].load()->lock);
-      slots_[slot].load()->retired = true;
+    for (std::size_t i = 0; i < used && slot == max_streams && used == max_streams; ++i) {
+      const std::lock_guard<detail::spin_lock> held(slots_[i].load()->lock);
+      if (newest(*slots_[i].load()) == 0) slot = i;
     }
-    slots_[slot].store(states_.back().get(), std::memory_order_release);
-    return states_.back().get();
-  }
-  // The mark of the newest cached block (marks start at 1); 0: none cached. Under the state's lock.
-  static std::uint64_t newest(const stream_state& st) noexcept {
-    std::uint64_t mark = 0;
-    for (const auto& list : st.lists)
-      if (!list.empty()) mark = std::max(mark, list.back().mark);
-    return mark;
+    if (slot == max_streams && used == max_streams) return &overflow_;
+    states_.push_back(std::make_unique<stream_state>(s.get(), id, *device));
+    stream_state* made = states_.back().get();
+    if (slot == max_streams) {
+      slots_[used].store(made, std::memory_order_release);
+      used_.store(used + 1, std::memory_order_release);  // after the slot: a reader never sees it empty
+      return made;
+    }
+    stream_state& old = *slots_[slot].load();
+    const std::lock_guard<detail::spin_lock> held(old.lock);  // a free that found `old` sees it retired
+    old.retired = true;
+    old.demanded = false;
+    slots_[slot].store(made, std::memory_order_release);
+    return made;
   }
 
   // The newest block of class `cls` freed on `st`'s own stream.
   void* take_own(stream_state& st, detail::size_class cls, stream_ref s) noexcept {
     const std::lock_guard<detail::spin_lock> lock(st.lock);
     if (st.demanded) mark(st, s);
+    if (!st.lists || st.lists[cls.index].empty()) return nullptr;
     auto& list = st.lists[cls.index];
-    if (list.empty()) return nullptr;
     void* address = list.back().address;
     list.pop_back();
     st.hand_out(cls.bytes);
@@ -4038,10 +4096,10 @@ class caching_pool {
     const std::size_t used = used_.load(std::memory_order_acquire);
     for (std::size_t i = 0; i < used; ++i) {
       stream_state* other = slots_[i].load(std::memory_order_acquire);
-      if (other == &me || other->device != me.device) continue;
+      if (other == nullptr || other == &me || other->device != me.device) continue;
       const std::unique_lock<detail::spin_lock> lock(other->lock, std::try_to_lock);
+      if (!lock || other->retired || !other->lists || other->lists[cls.index].empty()) continue;
       auto& list = other->lists[cls.index];
-      if (!lock || list.empty()) continue;
       if (!is_done(*other, list.front())) {
         if (list.front().mark > other->recorded) other->demanded = true;
         continue;
@@ -4055,41 +4113,63 @@ class caching_pool {
     }
     return nullptr;
   }
-  // Takes the blocks to give back out of the lists (all, or the finished ones), then frees them without a lock.
+  // Gives the finished blocks (all, when `wait`) to the upstream. Waiting happens with no stream's lock held, for
+  // what each stream had freed before: frees that arrive meanwhile are not counted as waited for.
   void give_back(bool wait) noexcept {
     std::vector<std::pair<int, std::pair<void*, std::size_t>>> leaving;
     {
       const std::lock_guard<std::mutex> lock(mutex_);
-      std::vector<int> synchronized;
+      if (wait) wait_for_cached();
       for (auto& held : states_) {
         stream_state& st = *held;
         const std::lock_guard<detail::spin_lock> st_lock(st.lock);
-        const std::uint64_t cached = newest(st);
-        if (cached == 0) continue;
-        if (wait && cached > st.recorded) {
-          const bool done = std::find(synchronized.begin(), synchronized.end(), st.device) != synchronized.end();
-          if (done || order_.wait_device(st.device)) {
-            synchronized.push_back(st.device);
-            st.passed = st.frees;
-          }
-        } else if (wait && st.recorded > st.passed) {
-          order_.wait(st.event);
-          st.passed = st.recorded;
-        }
-        if (!wait && cached > st.recorded && !st.retired) st.demanded = true;
-        for (std::size_t c = 0; c < detail::size_classes; ++c) {
+        if (!wait && newest(st) > st.recorded && !st.retired) st.demanded = true;
+        for (std::size_t c = 0; st.lists && c < detail::size_classes; ++c) {
           auto& list = st.lists[c];
           std::size_t done = 0;
           while (done < list.size() && is_done(st, list[done])) ++done;
-          const std::size_t bytes = detail::size_class_bytes(c);
-          for (std::size_t i = 0; i < done; ++i) leaving.push_back({st.device, {list[i].address, bytes}});
+          for (std::size_t i = 0; i < done; ++i)
+            leaving.push_back({st.device, {list[i].address, detail::size_class_bytes(c)}});
           list.erase(list.begin(), list.begin() + static_cast<std::ptrdiff_t>(done));
         }
+        if (st.retired && newest(st) == 0) st.lists.reset();  // nothing will be cached there again
       }
     }
     for (auto& [device, b] : leaving) {
       order_.give_back(device, [&](stream_ref s) { upstream_.deallocate(s, b.first, b.second, block_alignment); });
       reserve(0 - b.second, std::size_t(0) - 1);
+    }
+  }
+  // For release(): waits until every cached block's free is done, by event or, where no event covers a block, by
+  // synchronizing its device. Under mutex_.
+  void wait_for_cached() noexcept {
+    struct waiting {
+      stream_state* st;
+      std::uint64_t upto;  // the frees the wait covers
+      bool by_device;
+      marker event;
+    };
+    std::vector<waiting> waits;
+    std::vector<int> devices, synchronized;
+    for (auto& held : states_) {
+      stream_state& st = *held;
+      const std::lock_guard<detail::spin_lock> st_lock(st.lock);
+      const std::uint64_t cached = newest(st);
+      if (cached > st.recorded) {
+        waits.push_back({&st, st.frees, true, st.event});
+        if (std::find(devices.begin(), devices.end(), st.device) == devices.end()) devices.push_back(st.device);
+      } else if (cached > st.passed) {
+        waits.push_back({&st, st.recorded, false, st.event});
+      }
+    }
+    for (int device : devices)
+      if (order_.wait_device(device)) synchronized.push_back(device);
+    for (const waiting& w : waits) {
+      const bool done = w.by_device
+                            ? std::find(synchronized.begin(), synchronized.end(), w.st->device) != synchronized.end()
+                            : order_.wait(w.event);
+      const std::lock_guard<detail::spin_lock> st_lock(w.st->lock);
+      if (done) w.st->passed = std::max(w.st->passed, w.upto);
     }
   }
 

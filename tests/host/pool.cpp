@@ -97,10 +97,11 @@ struct fake_order {
     const std::lock_guard<std::mutex> lock(world->mutex);
     return !world->pending[m];
   }
-  void wait(marker m) const noexcept {
+  bool wait(marker m) const noexcept {
     const std::lock_guard<std::mutex> lock(world->mutex);
     ++world->waits;
     world->finish(m);
+    return true;
   }
   bool wait_device(int) const noexcept {
     const std::lock_guard<std::mutex> lock(world->mutex);
@@ -357,36 +358,142 @@ TEST_CASE("a caching pool refuses bad input cleanly", "[pool]") {
   CHECK(pool.statistics().blocks_in_use == 0);
 }
 
-TEST_CASE("the caching pool is thread-safe", "[pool][concurrent]") {
+TEST_CASE("the caching pool is thread-safe: no block is ever held twice", "[pool][concurrent]") {
   fake_world world;
   fake_upstream upstream;
   pool_type pool(upstream, fake_order{&world});
   std::vector<stream_ref> streams;
   for (std::uintptr_t i = 0; i < 8; ++i) streams.push_back(world.stream(0x1000 * (i + 1), 100 + i));
-  std::vector<std::thread> threads;
-  std::atomic<int> failures{0};
+  std::mutex held_mutex;
+  std::set<void*> held;  // blocks handed out and not yet freed, across all threads
+  std::atomic<int> failures{0}, twice{0};
+  std::atomic<bool> done{false};
   // world's maps are only read from here on, except under its mutex.
+  std::thread releaser([&] {  // trims and releases while the others allocate and free
+    for (int i = 0; !done.load(); ++i) (i % 2 == 0) ? pool.trim() : pool.release();
+  });
+  std::vector<std::thread> threads;
   for (std::size_t t = 0; t < 8; ++t) {
     threads.emplace_back([&, t] {
-      std::vector<void*> held;
       for (int i = 0; i < 2000; ++i) {
         const std::size_t bytes = 256u << (i % 6);
-        auto p = pool.allocate(streams[t], bytes, 8);
+        // Allocate on this thread's stream, free on it or on the next thread's: blocks cross streams.
+        const stream_ref on = streams[t], off = streams[i % 3 == 0 ? (t + 1) % 8 : t];
+        auto p = pool.allocate(on, bytes, 8);
         if (!p) {
           ++failures;
           continue;
         }
+        {
+          const std::lock_guard<std::mutex> lock(held_mutex);
+          if (!held.insert(*p).second) ++twice;
+        }
         static_cast<unsigned char*>(*p)[0] = static_cast<unsigned char>(t);
-        pool.deallocate(streams[t], *p, bytes, 8);
+        {
+          const std::lock_guard<std::mutex> lock(held_mutex);
+          held.erase(*p);
+        }
+        pool.deallocate(off, *p, bytes, 8);
       }
-      (void)held;
     });
   }
   for (auto& thread : threads) thread.join();
+  done = true;
+  releaser.join();
   CHECK(failures == 0);
+  CHECK(twice == 0);
   CHECK(pool.statistics().blocks_in_use == 0);
   pool.release();
   CHECK(upstream.live.empty());
+  CHECK(pool.statistics().bytes_reserved == 0);
+}
+
+TEST_CASE("a new stream whose first call is a free starts with nothing of the old stream's", "[pool]") {
+  fake_world world;
+  fake_upstream upstream;
+  pool_type pool(upstream, fake_order{&world});
+  const stream_ref old_stream = world.stream(0x1000, 71), c = world.stream(0x2000, 73);
+  world.busy.insert(71);
+  void* p = *pool.allocate(old_stream, 1000, 8);
+  pool.deallocate(old_stream, p, 1000, 8);  // no event covers it
+  void* q = *pool.allocate(c, 1000, 8);     // misses the old stream's block and asks it for an event
+  CHECK(q != p);
+  const stream_ref new_stream = world.stream(0x1000, 72);  // the old stream is gone; its handle came back
+  pool.deallocate(new_stream, q, 1000, 8);  // the new stream's first call: a free
+  CHECK(world.marks == 0);  // the old stream's event was not recorded on the new stream
+  void* r = *pool.allocate(c, 1000, 8);
+  CHECK(r != p);  // the old stream's block is not handed out
+  CHECK(r != q);  // the new stream's block has no event yet
+  pool.deallocate(c, r, 1000, 8);
+  pool.release();  // the old stream's block: after a device wait
+  CHECK(world.device_waits == 1);
+  CHECK(upstream.live.empty());
+}
+
+TEST_CASE("a handle given up by release() and reused does not inherit a confirmation", "[pool]") {
+  fake_world world;
+  fake_upstream upstream;
+  pool_type pool(upstream, fake_order{&world});
+  const auto handle = reinterpret_cast<cudaStream_t>(std::uintptr_t{0x6000});
+  world.ids[handle] = 81;
+  world.busy.insert(81);
+  auto owner = stream::adopt(handle, device_id(0));
+  const stream_ref kept = owner->ref();
+  (void)owner->release();  // the caller owns the raw handle now
+  void* p = *pool.allocate(kept, 512, 8);
+  pool.deallocate(kept, p, 512, 8);
+  const int queries = world.id_queries;
+  world.ids[handle] = 82;  // destroyed raw (nothing counts that), and a new stream object gets the handle
+  auto successor = stream::adopt(handle, device_id(0));
+  void* q = *pool.allocate(successor->ref(), 512, 8);
+  CHECK(world.id_queries == queries + 1);  // a new stream object moved the count: the id was asked
+  CHECK(q != p);
+  pool.deallocate(successor->ref(), q, 512, 8);
+  (void)successor->release();
+  pool.release();
+  CHECK(upstream.live.empty());
+}
+
+TEST_CASE("more streams than slots: empty caches give their slot up, the rest are served uncached", "[pool]") {
+  fake_world world;
+  fake_upstream upstream;
+  pool_type pool(upstream, fake_order{&world});
+  constexpr std::size_t n = pool_type::max_streams;
+  std::vector<stream_ref> streams;
+  for (std::uintptr_t i = 0; i < n + 2; ++i) streams.push_back(world.stream(0x1000 * (i + 1), 1000 + i));
+  void* kept = *pool.allocate(streams[0], 256, 8);  // stream 0 has a slot but nothing cached
+  for (std::size_t i = 1; i < n; ++i) pool.deallocate(streams[i], *pool.allocate(streams[i], 256, 8), 256, 8);
+  // Stream n takes stream 0's slot; stream n + 1 finds every slot holding a cached block: served uncached.
+  void* a = *pool.allocate(streams[n], 1024, 8);
+  pool.deallocate(streams[n], *pool.allocate(streams[n], 256, 8), 256, 8);
+  void* b = *pool.allocate(streams[n + 1], 256, 8);
+  auto st = pool.statistics();
+  CHECK(st.blocks_in_use == 3);
+  pool.deallocate(streams[n + 1], b, 256, 8);  // straight back to the upstream
+  CHECK(upstream.live.count(b) == 0);
+  pool.deallocate(streams[n], a, 1024, 8);
+  pool.deallocate(streams[0], kept, 256, 8);  // stream 0 comes back: it gets a state again
+  st = pool.statistics();
+  CHECK(st.blocks_in_use == 0);
+  CHECK(st.blocks_reserved == upstream.live.size());
+  pool.release();
+  CHECK(upstream.live.empty());
+  CHECK(pool.statistics().bytes_reserved == 0);
+}
+
+TEST_CASE("a block freed on a default stream goes straight back, and the counts agree", "[pool]") {
+  fake_world world;
+  fake_upstream upstream;
+  pool_type pool(upstream, fake_order{&world});
+  world.ids[cudaStreamLegacy] = 5;
+  const stream_ref a = world.stream(0x1000, 91);
+  void* p = *pool.allocate(a, 4096, 8);
+  pool.deallocate(stream_ref::legacy(), p, 4096, 8);
+  CHECK(upstream.live.empty());
+  const auto st = pool.statistics();
+  CHECK(st.blocks_in_use == 0);
+  CHECK(st.bytes_reserved == 0);
+  CHECK(st.bytes_cached == 0);
 }
 
 TEST_CASE("limit and statistics adaptors", "[pool]") {
@@ -437,7 +544,7 @@ TEST_CASE("the allocator table: register, find, refuse twice, erase, reuse a slo
   auto slot = table.insert(7, 0x700, one);
   REQUIRE(slot);
   CHECK_FALSE(table.empty());
-  detail::allocator_table::entry found{two, 0, 0};
+  detail::allocator_table::entry found{two, 0, 0, 0, 0};
   CHECK(table.find(0x700, found));
   CHECK(found.resource == resource_ref<device>(one));
   CHECK(found.stream_id == 7);
@@ -463,7 +570,7 @@ TEST_CASE("the allocator table: a new stream at a destroyed stream's handle take
   tagged_resource old_resource{1}, new_resource{2};
   auto old_slot = table.insert(7, 0x700, old_resource);  // its stream is destroyed, the registration kept
   REQUIRE(old_slot);
-  detail::allocator_table::entry found{old_resource, 0, 0};
+  detail::allocator_table::entry found{old_resource, 0, 0, 0, 0};
   REQUIRE(table.find(0x700, found));
   CHECK(found.stream_id == 7);  // allocator_for compares this with the stream's id: a new stream would not match
   auto new_slot = table.insert(8, 0x700, new_resource);  // a new stream (id 8) at the same handle
@@ -497,7 +604,7 @@ TEST_CASE("the allocator table: lookups race with registrations and never see a 
   for (int t = 0; t < 4; ++t) {
     readers.emplace_back([&] {
       while (!stop.load()) {
-        detail::allocator_table::entry found{a, 0, 0};
+        detail::allocator_table::entry found{a, 0, 0, 0, 0};
         for (std::uint64_t id = 1; id <= 4; ++id) {
           if (!table.find(0x100 * id, found)) continue;
           if (!(found.resource == resource_ref<device>(a) || found.resource == resource_ref<device>(b))) ++torn;

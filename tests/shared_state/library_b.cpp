@@ -9,7 +9,7 @@ void library_b_report_release_failure() {
   cudamem::report_release_failure(cudamem::error(cudaErrorInvalidDevicePointer, nullptr, "cudaFreeAsync"));
 }
 bool library_b_has_allocator(std::uint64_t id) {
-  cudamem::detail::allocator_table::entry found{cudamem::default_resource<cudamem::device>(true), 0, 0};
+  cudamem::detail::allocator_table::entry found{cudamem::default_resource<cudamem::device>(true), 0, 0, 0, 0};
   return cudamem::detail::allocators().find(0x5eed00, found) && found.stream_id == id;
 }
 std::uint64_t library_b_disowned() { return cudamem::detail::disowned_count().load(); }

@@ -99,14 +99,18 @@ struct cuda_stream_order {
     auto done = query_result(query_event(m), "caching_pool", "cudaEventQuery");
     return done && *done;
   }
-  /// Blocks until the last record of `m` is done.
-  void wait(marker m) const noexcept { check_release(cudaEventSynchronize(m), "cudaEventSynchronize"); }
-  /// Blocks until all work queued on `device` is done (for blocks whose frees no mark covers); false if CUDA
-  /// refused.
+  /// Blocks until the last record of `m` is done; false if CUDA refused.
+  bool wait(marker m) const noexcept {
+    const cudaError_t code = cudaEventSynchronize(m);
+    check_release(code, "cudaEventSynchronize");
+    return code == cudaSuccess;
+  }
+  /// Blocks until all work queued on `device` (-1: the current one) is done, for blocks whose frees no mark covers;
+  /// false if CUDA refused.
   bool wait_device(int device) const noexcept {
     relaxed_capture_scope relaxed;
-    auto guard = device_guard::set(device_id(device));
-    if (!guard) return false;
+    auto guard = select(device);
+    if (guard && !*guard) return false;
     const cudaError_t code = cudaDeviceSynchronize();
     check_release(code, "cudaDeviceSynchronize");
     return code == cudaSuccess;
@@ -114,20 +118,29 @@ struct cuda_stream_order {
   void destroy(marker m) const noexcept {
     if (m != nullptr) check_release(cudaEventDestroy(m), "cudaEventDestroy");
   }
-  /// Calls `f` with `device` made current (-1: the current one), for the upstream's CUDA calls.
+  /// Calls `f` with `device` made current (-1: the current one), for the upstream's CUDA calls. If the device
+  /// cannot be made current: a result-returning `f` is not called and the error is returned; any other is called
+  /// anyway (a free on the current device beats a leak) and the release handler hears why.
   template <class F>
-  decltype(auto) on_device(int device, F&& f) const noexcept {
-    std::optional<result<device_guard>> guard;
-    if (device >= 0) guard.emplace(device_guard::set(device_id(device)));
+  auto on_device(int device, F&& f) const noexcept -> decltype(f()) {
+    auto guard = select(device);
+    if (guard && !*guard) {
+      if constexpr (is_result<decltype(f())>) return guard->error().with_api("caching_pool");
+      else report_release_failure(guard->error());
+    }
     return f();
+  }
+  /// `device` made current while the guard lives (none for -1).
+  static std::optional<result<device_guard>> select(int device) noexcept {
+    if (device < 0) return std::nullopt;
+    return device_guard::set(device_id(device));
   }
   /// Where idle blocks go back to the upstream: any stream will do once their work is done. The calling thread's
   /// default stream, since it joins no one's capture; `device` is made current around it.
   template <class Free>
   void give_back(int device, Free&& free) const noexcept {
     relaxed_capture_scope relaxed;
-    auto guard = device_guard::set(device_id(device));  // a failure leaves the current device: still free
-    free(stream_ref::per_thread());
+    on_device(device, [&] { free(stream_ref::per_thread()); });
   }
 };
 
