@@ -4132,7 +4132,10 @@ class caching_pool {
             leaving.push_back({st.device, {list[i].address, detail::size_class_bytes(c)}});
           list.erase(list.begin(), list.begin() + static_cast<std::ptrdiff_t>(done));
         }
-        if (st.retired && newest(st) == 0) st.lists.reset();  // nothing will be cached there again
+        if (st.retired && newest(st) == 0) {  // nothing will be cached there again, nor marked
+          st.lists.reset();
+          order_.destroy(std::exchange(st.event, marker{}));
+        }
       }
     }
     for (auto& [device, b] : leaving) {

@@ -430,6 +430,23 @@ TEST_CASE("a new stream whose first call is a free starts with nothing of the ol
   CHECK(upstream.live.empty());
 }
 
+TEST_CASE("a retired stream's event and lists go once its blocks are given back", "[pool]") {
+  fake_world world;
+  fake_upstream upstream;
+  pool_type pool(upstream, fake_order{&world});
+  const stream_ref a = world.stream(0x1000, 61), b = world.stream(0x2000, 62);
+  pool.deallocate(a, *pool.allocate(a, 256, 8), 256, 8);
+  pool.deallocate(b, *pool.allocate(b, 256, 8), 256, 8);  // b's miss asks a for an event
+  pool.deallocate(a, *pool.allocate(a, 512, 8), 512, 8);  // a records it (marker created)
+  CHECK(world.marks == 1);
+  const stream_ref successor = world.stream(0x1000, 63);  // a is gone; its handle came back
+  pool.deallocate(successor, *pool.allocate(successor, 256, 8), 256, 8);
+  CHECK(world.destroyed == 0);
+  pool.release();
+  CHECK(world.destroyed == 1);  // the retired state's event, before the pool goes
+  CHECK(upstream.live.empty());
+}
+
 TEST_CASE("a handle given up by release() and reused does not inherit a confirmation", "[pool]") {
   fake_world world;
   fake_upstream upstream;
