@@ -48,7 +48,7 @@ struct CUDAMEM_DETAIL_PROCESS_WIDE allocator_table {
   /// A slot's confirmation: a stream object's ref() matched the registration of slot version `version` while
   /// disowned_count() was `count`. Carrying the version, it never vouches for what a later write put in the slot.
   static std::uint64_t confirmation(std::uint32_t version, std::uint64_t count) noexcept {
-    return (std::uint64_t{version} << 32) | (count & 0xffffffffu);
+    return (std::uint64_t{version & 0xffffffu} << 40) | (count & 0xffffffffffu);  // 24 and 40 bits
   }
   /// Records that `e` was confirmed while disowned_count() was `count`.
   void confirm(const entry& e, std::uint64_t count) noexcept {

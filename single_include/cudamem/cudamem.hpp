@@ -1639,7 +1639,7 @@ struct CUDAMEM_DETAIL_PROCESS_WIDE allocator_table {
   /// A slot's confirmation: a stream object's ref() matched the registration of slot version `version` while
   /// disowned_count() was `count`. Carrying the version, it never vouches for what a later write put in the slot.
   static std::uint64_t confirmation(std::uint32_t version, std::uint64_t count) noexcept {
-    return (std::uint64_t{version} << 32) | (count & 0xffffffffu);
+    return (std::uint64_t{version & 0xffffffu} << 40) | (count & 0xffffffffffu);  // 24 and 40 bits
   }
   /// Records that `e` was confirmed while disowned_count() was `count`.
   void confirm(const entry& e, std::uint64_t count) noexcept {
@@ -3816,11 +3816,13 @@ struct caching_statistics {
 /// keeps to its own blocks records nothing. On out-of-memory it gives back every cached block (waiting for their
 /// streams, or for the device where no event covers a block) and retries once.
 ///
-/// Thread-safe, with one lock per stream: threads on their own streams do not contend. The hot path makes two
-/// driver calls (capture status; the stream's id when allocating) and no runtime call. Serves up to max_streams
-/// streams at a time with a cache; a stream beyond that, or one whose handle CUDA reused for a new stream, is still
-/// served correctly. Refuses a capturing stream (capture_active): register device_pool_resource on streams you
-/// capture. It must outlive its buffers; blocks still in use when it is destroyed are lost to it.
+/// Thread-safe, with one lock per stream: threads on their own streams do not contend. The hot path makes one
+/// driver call per allocate and per free (the capture status) and no runtime call; a stream_ref made from a raw
+/// handle adds cudaStreamGetId. Serves up to max_streams streams at a time with a cache; a stream beyond that
+/// (served by the upstream, taking the pool's mutex at each call), or one whose handle CUDA reused for a new
+/// stream, is still served correctly. The release handler must not call into the pool that reports to it. Refuses a
+/// capturing stream (capture_active): register device_pool_resource on streams you capture. It must outlive its
+/// buffers; blocks still in use when it is destroyed are lost to it.
 template <class Upstream, class StreamOrder = detail::cuda_stream_order>
 class caching_pool {
  public:
@@ -3889,27 +3891,25 @@ class caching_pool {
       }
       stream_state* st = *found;
       if (st == &overflow_) break;
-      const std::lock_guard<detail::spin_lock> lock(st->lock);
-      if (st->retired) continue;  // given up since it was found: find the stream's state again
-      if (!st->lists) st->lists = std::make_unique<std::vector<block>[]>(detail::size_classes);
-      st->lists[cls.index].push_back(block{p, ++st->frees});
-      st->take_back(cls.bytes);
-      if (st->demanded) mark(*st, s);
+      status marked;
+      {
+        const std::lock_guard<detail::spin_lock> lock(st->lock);
+        if (st->retired) continue;  // given up since it was found: find the stream's state again
+        if (!st->lists) st->lists = std::make_unique<std::vector<block>[]>(detail::size_classes);
+        st->lists[cls.index].push_back(block{p, ++st->frees});
+        st->take_back(cls.bytes);
+        if (st->demanded) marked = mark(*st, s);
+      }
+      if (!marked) report_release_failure(marked.error());
       return;
     }
     if (!usable) report_release_failure(usable.error());
+    if (!s.valid()) return;  // no stream to order the free on, nor a device known to wait for: it stays in use
     {
       const std::lock_guard<detail::spin_lock> lock(overflow_.lock);  // before `reserve`: statistics() reads
       overflow_.take_back(cls.bytes);                                // in-use first, reserved second
     }
-    const int device = device_for(nullptr, s);
-    if (s.valid()) {
-      order_.on_device(device, [&] { upstream_.deallocate(s, p, cls.bytes, block_alignment); });
-    } else if (order_.wait_device(device)) {  // no stream to order the free on: wait for the device instead
-      order_.give_back(device, [&](stream_ref idle) { upstream_.deallocate(idle, p, cls.bytes, block_alignment); });
-    } else {
-      return;  // the block cannot be given back safely: it stays reserved
-    }
+    order_.on_device(device_for(nullptr, s), [&] { upstream_.deallocate(s, p, cls.bytes, block_alignment); });
     reserve(0 - cls.bytes, std::size_t(0) - 1);
   }
 
@@ -3995,13 +3995,13 @@ class caching_pool {
     if (!s.valid() || detail::is_default_stream(s.get())) return -1;
     return order_.device(s, "caching_pool").value_or(-1);
   }
-  // Records the stream's event; its frees so far become reusable elsewhere once it completes. Under st.lock. A
-  // failure is reported once; the blocks stay where they are until the next request.
-  void mark(stream_state& st, stream_ref s) noexcept {
+  // Records the stream's event; its frees so far become reusable elsewhere once it completes. Under st.lock; the
+  // caller reports a failure once the lock is released (the blocks stay where they are until the next request).
+  [[nodiscard]] status mark(stream_state& st, stream_ref s) noexcept {
     st.demanded = false;
-    if (const status marked = order_.mark(st.event, st.device, s); !marked)
-      return report_release_failure(marked.error());
+    CUDAMEM_TRY(order_.mark(st.event, st.device, s));
     st.recorded = st.frees;
+    return {};
   }
   // Whether the free that cached `b` on `owner` is known to be done, asking the event at most once. Under the lock.
   bool is_done(stream_state& owner, const block& b) noexcept {
@@ -4048,6 +4048,12 @@ class caching_pool {
   // to a destroyed stream: it retires (its blocks wait for release). With every slot taken, a stream with nothing
   // cached gives its slot up; if none can, the overflow state, which caches nothing.
   result<stream_state*> adopt(stream_ref s, std::uint64_t id, const char* api) noexcept {
+    marker gone{};  // the event of a state retired empty: destroyed with no lock held
+    result<stream_state*> made = adopt_locked(s, id, api, gone);
+    order_.destroy(gone);
+    return made;
+  }
+  result<stream_state*> adopt_locked(stream_ref s, std::uint64_t id, const char* api, marker& gone) noexcept {
     const std::lock_guard<std::mutex> lock(mutex_);
     const std::size_t used = used_.load(std::memory_order_relaxed);
     std::size_t slot = max_streams;
@@ -4058,36 +4064,47 @@ class caching_pool {
     }
     auto device = order_.device(s, api);
     if (!device) return device.error();
-    for (std::size_t i = 0; i < used && slot == max_streams && used == max_streams; ++i) {
-      const std::lock_guard<detail::spin_lock> held(slots_[i].load()->lock);
-      if (newest(*slots_[i].load()) == 0) slot = i;
-    }
+    // Retires the state in slot `at` (its stream is gone, or the slot is wanted); false if `only_empty` and it
+    // caches blocks. Checked and done under one hold of its lock: a free that found it then sees it retired.
+    auto retire = [&](std::size_t at, bool only_empty) {
+      stream_state& old = *slots_[at].load(std::memory_order_relaxed);
+      const std::lock_guard<detail::spin_lock> held(old.lock);
+      const bool empty = newest(old) == 0;
+      if (only_empty && !empty) return false;
+      old.retired = true;
+      old.demanded = false;
+      if (empty) {
+        old.lists.reset();
+        gone = std::exchange(old.event, marker{});
+      }
+      return true;
+    };
+    if (slot != max_streams) retire(slot, false);
+    for (std::size_t i = 0; i < used && slot == max_streams && used == max_streams; ++i)
+      if (retire(i, true)) slot = i;
     if (slot == max_streams && used == max_streams) return &overflow_;
     states_.push_back(std::make_unique<stream_state>(s.get(), id, *device));
-    stream_state* made = states_.back().get();
-    if (slot == max_streams) {
-      slots_[used].store(made, std::memory_order_release);
-      used_.store(used + 1, std::memory_order_release);  // after the slot: a reader never sees it empty
-      return made;
-    }
-    stream_state& old = *slots_[slot].load();
-    const std::lock_guard<detail::spin_lock> held(old.lock);  // a free that found `old` sees it retired
-    old.retired = true;
-    old.demanded = false;
-    slots_[slot].store(made, std::memory_order_release);
-    return made;
+    stream_state* fresh = states_.back().get();
+    slots_[slot == max_streams ? used : slot].store(fresh, std::memory_order_release);
+    if (slot == max_streams) used_.store(used + 1, std::memory_order_release);  // after the slot, never before
+    return fresh;
   }
 
   // The newest block of class `cls` freed on `st`'s own stream.
   void* take_own(stream_state& st, detail::size_class cls, stream_ref s) noexcept {
-    const std::lock_guard<detail::spin_lock> lock(st.lock);
-    if (st.demanded) mark(st, s);
-    if (!st.lists || st.lists[cls.index].empty()) return nullptr;
-    auto& list = st.lists[cls.index];
-    void* address = list.back().address;
-    list.pop_back();
-    st.hand_out(cls.bytes);
-    ++st.reused;
+    status marked;
+    void* address = nullptr;
+    {
+      const std::lock_guard<detail::spin_lock> lock(st.lock);
+      if (st.demanded) marked = mark(st, s);
+      if (st.lists && !st.lists[cls.index].empty()) {
+        address = st.lists[cls.index].back().address;
+        st.lists[cls.index].pop_back();
+        st.hand_out(cls.bytes);
+        ++st.reused;
+      }
+    }
+    if (!marked) report_release_failure(marked.error());
     return address;
   }
   // The oldest finished block of class `cls` of another stream of `me`'s device. A stream whose oldest block no
@@ -4117,6 +4134,7 @@ class caching_pool {
   // what each stream had freed before: frees that arrive meanwhile are not counted as waited for.
   void give_back(bool wait) noexcept {
     std::vector<std::pair<int, std::pair<void*, std::size_t>>> leaving;
+    std::vector<marker> gone;  // events of retired states: destroyed with no lock held
     {
       const std::lock_guard<std::mutex> lock(mutex_);
       if (wait) wait_for_cached();
@@ -4134,10 +4152,11 @@ class caching_pool {
         }
         if (st.retired && newest(st) == 0) {  // nothing will be cached there again, nor marked
           st.lists.reset();
-          order_.destroy(std::exchange(st.event, marker{}));
+          gone.push_back(std::exchange(st.event, marker{}));
         }
       }
     }
+    for (marker m : gone) order_.destroy(m);
     for (auto& [device, b] : leaving) {
       order_.give_back(device, [&](stream_ref s) { upstream_.deallocate(s, b.first, b.second, block_alignment); });
       reserve(0 - b.second, std::size_t(0) - 1);

@@ -498,6 +498,32 @@ TEST_CASE("more streams than slots: empty caches give their slot up, the rest ar
   CHECK(pool.statistics().bytes_reserved == 0);
 }
 
+namespace {
+int heard_failures = 0;
+void count_failure(const error&) noexcept { ++heard_failures; }
+}  // namespace
+
+TEST_CASE("a block freed on a moved-from stream stays in use, and the release handler hears why", "[pool]") {
+  fake_world world;
+  fake_upstream upstream;
+  pool_type pool(upstream, fake_order{&world});
+  const stream_ref a = world.stream(0x1000, 95);
+  void* p = *pool.allocate(a, 256, 8);
+  auto owner = stream::adopt(reinterpret_cast<cudaStream_t>(std::uintptr_t{0x9000}), device_id(0));
+  stream moved = std::move(*owner);
+  heard_failures = 0;
+  const release_handler previous = set_release_handler(&count_failure);
+  pool.deallocate(owner->ref(), p, 256, 8);  // no stream to order the free on, no device to wait for
+  (void)set_release_handler(previous);
+  CHECK(heard_failures == 1);
+  CHECK(pool.statistics().blocks_in_use == 1);
+  CHECK(upstream.live.count(p) == 1);  // not given back behind the stream's work
+  (void)moved.release();
+  pool.deallocate(a, p, 256, 8);
+  pool.release();
+  CHECK(upstream.live.empty());
+}
+
 TEST_CASE("a block freed on a default stream goes straight back, and the counts agree", "[pool]") {
   fake_world world;
   fake_upstream upstream;
