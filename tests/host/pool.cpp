@@ -580,6 +580,32 @@ struct tagged_resource {
 };
 }  // namespace
 
+TEST_CASE("the allocator table: a confirmation never vouches for a later registration in its slot",
+          "[pool][registry]") {
+  detail::allocator_table table;
+  tagged_resource one{1}, two{2};
+  using table_type = detail::allocator_table;
+  auto first = table.insert(7, 0x700, one);
+  REQUIRE(first);
+  table_type::entry seen{two, 0, 0, 0, 0};
+  REQUIRE(table.find(0x700, seen));
+  table.confirm(seen, 5);  // a stream object's ref matched while the count was 5
+  table_type::entry again{two, 0, 0, 0, 0};
+  REQUIRE(table.find(0x700, again));
+  CHECK(again.confirmed == table_type::confirmation(again.version, 5));
+  CHECK(again.confirmed != table_type::confirmation(again.version, 6));  // the count moved: not trusted
+  table.erase(*first, 7);
+  auto second = table.insert(8, 0x700, two);  // a new stream at the handle takes the same slot
+  REQUIRE(second);
+  CHECK(*second == *first);
+  table.confirm(seen, 5);  // late, from a lookup that read the first registration
+  table_type::entry now{one, 0, 0, 0, 0};
+  REQUIRE(table.find(0x700, now));
+  CHECK(now.resource == resource_ref<device>(two));
+  CHECK(now.confirmed != table_type::confirmation(now.version, 5));
+  table.erase(*second, 8);
+}
+
 TEST_CASE("the allocator table: register, find, refuse twice, erase, reuse a slot", "[pool][registry]") {
   detail::allocator_table table;  // a table of the test's own, with made-up stream ids and handles
   tagged_resource one{1}, two{2};
