@@ -39,9 +39,7 @@ inline result<bool> query_result(cudaError_t code, const char* api, const char* 
 /// stream of the current device does. cudaStreamIsCapturing is legal in any capture mode and disturbs none.
 inline result<bool> joins_capture(cudaStream_t handle, const char* api) noexcept {
   cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-  if (CUstreamCaptureStatus st{};
-      driver().stream_is_capturing != nullptr && driver().stream_is_capturing(handle, &st) == CUDA_SUCCESS)
-    return st != CU_STREAM_CAPTURE_STATUS_NONE;
+  if (CUstreamCaptureStatus st{}; driver_capture_status(handle, st)) return st != CU_STREAM_CAPTURE_STATUS_NONE;
   const cudaError_t earlier = cudaPeekAtLastError();
   const cudaError_t code = cudaStreamIsCapturing(handle, &capture);
   if (code == cudaErrorStreamCaptureImplicit) {

@@ -182,11 +182,14 @@ inline const driver_calls& driver() noexcept {
 #endif
 }
 
+/// Whether the driver answered cuStreamIsCapturing for `s` (into `status`); false: ask the runtime, for its error.
+inline bool driver_capture_status(cudaStream_t s, CUstreamCaptureStatus& status) noexcept {
+  const auto f = driver().stream_is_capturing;
+  return f != nullptr && f(s, &status) == CUDA_SUCCESS;
+}
 /// cudaStreamIsCapturing; the runtime call (and its error) when the driver does not answer.
 inline cudaError_t stream_capture_status(cudaStream_t s, cudaStreamCaptureStatus* status) noexcept {
-  CUstreamCaptureStatus st{};
-  const auto f = driver().stream_is_capturing;
-  if (f != nullptr && f(s, &st) == CUDA_SUCCESS) {
+  if (CUstreamCaptureStatus st{}; driver_capture_status(s, st)) {
     *status = static_cast<cudaStreamCaptureStatus>(st);
     return cudaSuccess;
   }
@@ -1142,9 +1145,7 @@ inline result<bool> query_result(cudaError_t code, const char* api, const char* 
 /// stream of the current device does. cudaStreamIsCapturing is legal in any capture mode and disturbs none.
 inline result<bool> joins_capture(cudaStream_t handle, const char* api) noexcept {
   cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-  if (CUstreamCaptureStatus st{};
-      driver().stream_is_capturing != nullptr && driver().stream_is_capturing(handle, &st) == CUDA_SUCCESS)
-    return st != CU_STREAM_CAPTURE_STATUS_NONE;
+  if (CUstreamCaptureStatus st{}; driver_capture_status(handle, st)) return st != CU_STREAM_CAPTURE_STATUS_NONE;
   const cudaError_t earlier = cudaPeekAtLastError();
   const cudaError_t code = cudaStreamIsCapturing(handle, &capture);
   if (code == cudaErrorStreamCaptureImplicit) {
@@ -3678,10 +3679,8 @@ struct cuda_stream_order {
   /// Fails for a stream the pool must not serve: moved from (invalid_argument); capturing (capture_active: a graph
   /// replay would reuse its blocks behind the pool's back).
   status usable(stream_ref s, const char* api) const noexcept {
-    CUstreamCaptureStatus capture{};
-    const auto is_capturing = driver().stream_is_capturing;
-    if (s.valid() && is_capturing != nullptr && is_capturing(s.get(), &capture) == CUDA_SUCCESS &&
-        capture == CU_STREAM_CAPTURE_STATUS_NONE) [[likely]]
+    if (CUstreamCaptureStatus capture{};
+        s.valid() && driver_capture_status(s.get(), capture) && capture == CU_STREAM_CAPTURE_STATUS_NONE) [[likely]]
       return {};
     if (!s.valid()) return handle_moved_from(api, "stream");
     return refuse_capture(s.get(), api,

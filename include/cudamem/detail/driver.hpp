@@ -58,11 +58,14 @@ inline const driver_calls& driver() noexcept {
 #endif
 }
 
+/// Whether the driver answered cuStreamIsCapturing for `s` (into `status`); false: ask the runtime, for its error.
+inline bool driver_capture_status(cudaStream_t s, CUstreamCaptureStatus& status) noexcept {
+  const auto f = driver().stream_is_capturing;
+  return f != nullptr && f(s, &status) == CUDA_SUCCESS;
+}
 /// cudaStreamIsCapturing; the runtime call (and its error) when the driver does not answer.
 inline cudaError_t stream_capture_status(cudaStream_t s, cudaStreamCaptureStatus* status) noexcept {
-  CUstreamCaptureStatus st{};
-  const auto f = driver().stream_is_capturing;
-  if (f != nullptr && f(s, &st) == CUDA_SUCCESS) {
+  if (CUstreamCaptureStatus st{}; driver_capture_status(s, st)) {
     *status = static_cast<cudaStreamCaptureStatus>(st);
     return cudaSuccess;
   }

@@ -62,10 +62,8 @@ struct cuda_stream_order {
   /// Fails for a stream the pool must not serve: moved from (invalid_argument); capturing (capture_active: a graph
   /// replay would reuse its blocks behind the pool's back).
   status usable(stream_ref s, const char* api) const noexcept {
-    CUstreamCaptureStatus capture{};
-    const auto is_capturing = driver().stream_is_capturing;
-    if (s.valid() && is_capturing != nullptr && is_capturing(s.get(), &capture) == CUDA_SUCCESS &&
-        capture == CU_STREAM_CAPTURE_STATUS_NONE) [[likely]]
+    if (CUstreamCaptureStatus capture{};
+        s.valid() && driver_capture_status(s.get(), capture) && capture == CU_STREAM_CAPTURE_STATUS_NONE) [[likely]]
       return {};
     if (!s.valid()) return handle_moved_from(api, "stream");
     return refuse_capture(s.get(), api,
