@@ -125,6 +125,13 @@ struct fake_order {
 
 using pool_type = caching_pool<fake_upstream, fake_order>;
 
+// What most tests here start from: a world of made-up streams, an upstream, and a pool over them.
+struct pool_fixture {
+  fake_world world;
+  fake_upstream upstream;
+  pool_type pool{upstream, fake_order{&world}};
+};
+
 }  // namespace
 
 TEST_CASE("size classes: four per power of two from 256 bytes, never smaller than asked", "[pool]") {
@@ -183,10 +190,8 @@ TEST_CASE("a caching pool reuses a block on its own stream at once", "[pool]") {
   CHECK(upstream.live.empty());
 }
 
-TEST_CASE("a block freed on one stream goes to another only once the free's mark is done", "[pool]") {
-  fake_world world;
-  fake_upstream upstream;
-  pool_type pool(upstream, fake_order{&world});
+TEST_CASE_METHOD(pool_fixture, "a block freed on one stream goes to another only once the free's mark is done",
+                 "[pool]") {
   const stream_ref a = world.stream(0x1000, 11), b = world.stream(0x2000, 12);
   world.busy.insert(11);
   void* on_a = *pool.allocate(a, 4096, 256);
@@ -222,10 +227,7 @@ TEST_CASE("a block freed on one stream goes to another only once the free's mark
   CHECK(pool.statistics().bytes_reserved == 0);
 }
 
-TEST_CASE("a destroyed stream's handle reused by a new stream inherits nothing unsafe", "[pool]") {
-  fake_world world;
-  fake_upstream upstream;
-  pool_type pool(upstream, fake_order{&world});
+TEST_CASE_METHOD(pool_fixture, "a destroyed stream's handle reused by a new stream inherits nothing unsafe", "[pool]") {
   const stream_ref old_stream = world.stream(0x1000, 21);
   world.busy.insert(21);
   void* p = *pool.allocate(old_stream, 100, 8);
@@ -240,10 +242,8 @@ TEST_CASE("a destroyed stream's handle reused by a new stream inherits nothing u
   CHECK(upstream.live.empty());
 }
 
-TEST_CASE("a stream object's confirmed handle is trusted until some stream object ends", "[pool]") {
-  fake_world world;
-  fake_upstream upstream;
-  pool_type pool(upstream, fake_order{&world});
+TEST_CASE_METHOD(pool_fixture, "a stream object's confirmed handle is trusted until some stream object ends",
+                 "[pool]") {
   const auto handle = reinterpret_cast<cudaStream_t>(std::uintptr_t{0x6000});
   world.ids[handle] = 61;
   // stream objects over made-up handles; release() gives them up without a CUDA call
@@ -278,10 +278,7 @@ TEST_CASE("a stream object's confirmed handle is trusted until some stream objec
   CHECK(upstream.live.empty());
 }
 
-TEST_CASE("trim gives back only finished blocks; release waits for the rest", "[pool]") {
-  fake_world world;
-  fake_upstream upstream;
-  pool_type pool(upstream, fake_order{&world});
+TEST_CASE_METHOD(pool_fixture, "trim gives back only finished blocks; release waits for the rest", "[pool]") {
   const stream_ref a = world.stream(0x1000, 31), b = world.stream(0x2000, 32);
   world.busy.insert(31);
   void* pa = *pool.allocate(a, 256, 8);
@@ -332,10 +329,7 @@ TEST_CASE("out of memory: the pool gives back its cache and retries once", "[poo
   CHECK(pool.statistics().blocks_in_use == 0);
 }
 
-TEST_CASE("a caching pool refuses bad input cleanly", "[pool]") {
-  fake_world world;
-  fake_upstream upstream;
-  pool_type pool(upstream, fake_order{&world});
+TEST_CASE_METHOD(pool_fixture, "a caching pool refuses bad input cleanly", "[pool]") {
   const stream_ref a = world.stream(0x1000, 51);
   auto zero = pool.allocate(a, 0, 8);
   REQUIRE(zero);
@@ -358,10 +352,7 @@ TEST_CASE("a caching pool refuses bad input cleanly", "[pool]") {
   CHECK(pool.statistics().blocks_in_use == 0);
 }
 
-TEST_CASE("the caching pool is thread-safe: no block is ever held twice", "[pool][concurrent]") {
-  fake_world world;
-  fake_upstream upstream;
-  pool_type pool(upstream, fake_order{&world});
+TEST_CASE_METHOD(pool_fixture, "the caching pool is thread-safe: no block is ever held twice", "[pool][concurrent]") {
   std::vector<stream_ref> streams;
   for (std::uintptr_t i = 0; i < 8; ++i) streams.push_back(world.stream(0x1000 * (i + 1), 100 + i));
   std::mutex held_mutex;
@@ -408,10 +399,8 @@ TEST_CASE("the caching pool is thread-safe: no block is ever held twice", "[pool
   CHECK(pool.statistics().bytes_reserved == 0);
 }
 
-TEST_CASE("a new stream whose first call is a free starts with nothing of the old stream's", "[pool]") {
-  fake_world world;
-  fake_upstream upstream;
-  pool_type pool(upstream, fake_order{&world});
+TEST_CASE_METHOD(pool_fixture, "a new stream whose first call is a free starts with nothing of the old stream's",
+                 "[pool]") {
   const stream_ref old_stream = world.stream(0x1000, 71), c = world.stream(0x2000, 73);
   world.busy.insert(71);
   void* p = *pool.allocate(old_stream, 1000, 8);
@@ -430,10 +419,7 @@ TEST_CASE("a new stream whose first call is a free starts with nothing of the ol
   CHECK(upstream.live.empty());
 }
 
-TEST_CASE("a retired stream's event and lists go once its blocks are given back", "[pool]") {
-  fake_world world;
-  fake_upstream upstream;
-  pool_type pool(upstream, fake_order{&world});
+TEST_CASE_METHOD(pool_fixture, "a retired stream's event and lists go once its blocks are given back", "[pool]") {
   const stream_ref a = world.stream(0x1000, 61), b = world.stream(0x2000, 62);
   pool.deallocate(a, *pool.allocate(a, 256, 8), 256, 8);
   pool.deallocate(b, *pool.allocate(b, 256, 8), 256, 8);  // b's miss asks a for an event
@@ -447,10 +433,7 @@ TEST_CASE("a retired stream's event and lists go once its blocks are given back"
   CHECK(upstream.live.empty());
 }
 
-TEST_CASE("a handle given up by release() and reused does not inherit a confirmation", "[pool]") {
-  fake_world world;
-  fake_upstream upstream;
-  pool_type pool(upstream, fake_order{&world});
+TEST_CASE_METHOD(pool_fixture, "a handle given up by release() and reused does not inherit a confirmation", "[pool]") {
   const auto handle = reinterpret_cast<cudaStream_t>(std::uintptr_t{0x6000});
   world.ids[handle] = 81;
   world.busy.insert(81);
@@ -471,10 +454,8 @@ TEST_CASE("a handle given up by release() and reused does not inherit a confirma
   CHECK(upstream.live.empty());
 }
 
-TEST_CASE("more streams than slots: empty caches give their slot up, the rest are served uncached", "[pool]") {
-  fake_world world;
-  fake_upstream upstream;
-  pool_type pool(upstream, fake_order{&world});
+TEST_CASE_METHOD(pool_fixture, "more streams than slots: empty caches give their slot up, the rest are served uncached",
+                 "[pool]") {
   constexpr std::size_t n = pool_type::max_streams;
   std::vector<stream_ref> streams;
   for (std::uintptr_t i = 0; i < n + 2; ++i) streams.push_back(world.stream(0x1000 * (i + 1), 1000 + i));
@@ -503,10 +484,8 @@ int heard_failures = 0;
 void count_failure(const error&) noexcept { ++heard_failures; }
 }  // namespace
 
-TEST_CASE("a block freed on a moved-from stream stays in use, and the release handler hears why", "[pool]") {
-  fake_world world;
-  fake_upstream upstream;
-  pool_type pool(upstream, fake_order{&world});
+TEST_CASE_METHOD(pool_fixture, "a block freed on a moved-from stream stays in use, and the release handler hears why",
+                 "[pool]") {
   const stream_ref a = world.stream(0x1000, 95);
   void* p = *pool.allocate(a, 256, 8);
   auto owner = stream::adopt(reinterpret_cast<cudaStream_t>(std::uintptr_t{0x9000}), device_id(0));
@@ -524,10 +503,7 @@ TEST_CASE("a block freed on a moved-from stream stays in use, and the release ha
   CHECK(upstream.live.empty());
 }
 
-TEST_CASE("a block freed on a default stream goes straight back, and the counts agree", "[pool]") {
-  fake_world world;
-  fake_upstream upstream;
-  pool_type pool(upstream, fake_order{&world});
+TEST_CASE_METHOD(pool_fixture, "a block freed on a default stream goes straight back, and the counts agree", "[pool]") {
   world.ids[cudaStreamLegacy] = 5;
   const stream_ref a = world.stream(0x1000, 91);
   void* p = *pool.allocate(a, 4096, 8);
