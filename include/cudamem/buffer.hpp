@@ -1,7 +1,6 @@
 // SPDX-License-Identifier: MIT
 /// \file
-/// `buffer<T, Kind>`: owning memory of one kind; move-only, deep-const, freed through the resource it came from,
-/// with its device current, in its stream's order.
+/// `buffer<T, Kind>`: owning memory of one kind; move-only, deep-const, freed through its resource in stream order.
 #pragma once
 
 #include <cudamem/registry.hpp>
@@ -14,10 +13,9 @@
 
 namespace cudamem {
 
-/// Owns `size()` elements of kind Kind, not initialized. Move-only; a moved-from buffer is empty. Deep-const, and no
-/// view or pointer of a temporary buffer. Freed through the resource it came from (see allocate), with its device
-/// current, on its stream; a buffer on a default stream (stream_ref{}, legacy(), per_thread()) on the legacy stream
-/// of its device, which waits for every blocking stream there. A failed release goes to the release handler.
+/// Owns `size()` uninitialized elements of kind Kind. Move-only (a moved-from buffer is empty), deep-const, and no
+/// view or pointer of a temporary. Freed through its resource with its device current, on its stream (a default
+/// stream: its device's legacy stream, after every blocking stream there); a failure goes to the release handler.
 template <class T, memory_kind Kind>
 class buffer {
   static_assert(std::is_trivially_copyable_v<T>,
@@ -34,9 +32,8 @@ class buffer {
 
   buffer() noexcept = default;  ///< An empty buffer.
 
-  /// `count` elements (device and managed memory: on the current device) from the kind's default resource (device
-  /// memory: cudaMalloc, usable on any stream at once); synchronous; nothing for count 0. Errors (nothing allocated):
-  /// size_overflow; not_supported (alignof(T) > 256 for CUDA memory); out_of_memory (host); CUDA errors.
+  /// `count` elements on the current device from the kind's default resource (device: cudaMalloc); synchronous. Errors:
+  /// size_overflow, not_supported (alignof(T) > 256 for CUDA memory), out_of_memory (host), CUDA errors.
   [[nodiscard]] static result<buffer> allocate(std::size_t count) noexcept {
     return allocate(count, stream_ref(), default_resource<Kind>());
   }
@@ -46,10 +43,9 @@ class buffer {
   {
     return make(count, id, stream_ref(), default_resource<Kind>());
   }
-  /// `count` elements ordered on `s`, on its device. Device memory: the allocator registered on `s`
-  /// (register_allocator), else the stream-ordered pool; does not synchronize, can be captured, usable on `s`. Other
-  /// kinds allocate synchronously and record `s` for the free. Errors: as allocate(count); invalid_argument (moved-from
-  /// stream); capture_active (a capturing raw handle of unknown device: see stream_ref::from_native_handle).
+  /// `count` elements ordered on `s`, on its device: device memory from the allocator registered on `s`, else the
+  /// stream-ordered pool (does not synchronize, can be captured); other kinds synchronously, freed on `s`. Errors: as
+  /// allocate(count); invalid_argument (moved-from stream); capture_active (see stream_ref::from_native_handle).
   [[nodiscard]] static result<buffer> allocate(std::size_t count, stream_ref s) noexcept {
     if constexpr (std::is_same_v<Kind, cudamem::device>) return allocate(count, s, allocator_for(s));
     else return allocate(count, s, default_resource<Kind>(true));
@@ -79,7 +75,7 @@ class buffer {
   }
   buffer(const buffer&) = delete;
   buffer& operator=(const buffer&) = delete;
-  ~buffer() { free(); }  ///< Frees the memory through its resource, with the buffer's device current, on its stream.
+  ~buffer() { free(); }  ///< Frees the memory through its resource, with its device current, on its stream.
 
   /// A view of the whole buffer, valid while the buffer lives; not of a temporary buffer.
   [[nodiscard]] span<T, Kind> view() & noexcept { return {data(), size_}; }
@@ -93,17 +89,14 @@ class buffer {
   [[nodiscard]] ptr<const T, Kind> data() const& noexcept { return {data_, device_}; }  ///< As data(), of const T.
   void data() const&& = delete;
   [[nodiscard]] std::size_t size() const noexcept { return size_; }  ///< The number of elements.
-  /// size() * sizeof(T) (it fits).
-  [[nodiscard]] std::size_t size_bytes() const noexcept { return size_ * sizeof(T); }
+  [[nodiscard]] std::size_t size_bytes() const noexcept { return size_ * sizeof(T); }  ///< size() * sizeof(T); fits.
   [[nodiscard]] bool empty() const noexcept { return size_ == 0; }  ///< True when size() is 0.
-  /// The device the memory lives on (device_id::host() for host and pinned memory).
-  [[nodiscard]] device_id device() const noexcept { return device_; }
+  [[nodiscard]] device_id device() const noexcept { return device_; }  ///< Its device (host and pinned: host()).
   /// The stream the memory is freed on: the one it was allocated on, or the last set_stream.
   [[nodiscard]] stream_ref stream() const noexcept { return stream_; }
   [[nodiscard]] resource_ref<Kind> resource() const noexcept { return resource_; }  ///< The resource it came from.
 
-  /// Hands the buffer to stream `s`, freed in its order from now on; the caller orders `s` after the work still
-  /// using the buffer on its old stream (an event), as for any cross-stream use.
+  /// Frees on `s` from now on; the caller orders `s` after the buffer's work on its old stream (an event).
   void set_stream(stream_ref s) noexcept { stream_ = s; }
 
   /// Element `i`, host-side (device memory: does not compile); checked by CUDAMEM_ASSERT in debug builds.
@@ -115,8 +108,8 @@ class buffer {
   T* end() & noexcept { return host_side().end(); }  ///< As begin(), past the last element.
   const T* end() const& noexcept { return host_side().end(); }  ///< As end(), of const elements.
 
-  /// Gives up ownership: the caller frees the memory with resource().deallocate(stream(), p, size_bytes(),
-  /// alignof(T)), its device current. Empty after.
+  /// Gives up ownership, leaving the buffer empty: the caller frees the memory with resource().deallocate(stream(), p,
+  /// size_bytes(), alignof(T)), its device current.
   [[nodiscard]] span<T, Kind> release() noexcept {
     const span<T, Kind> all = view();
     forget();
@@ -127,8 +120,7 @@ class buffer {
   buffer(T* data, std::size_t count, device_id id, stream_ref s, resource_ref<Kind> r) noexcept
       : data_(data), size_(count), device_(id), stream_(s), resource_(r) {}
 
-  // `id` made current while the guard lives; none for host memory, which needs no device, nor for a resource that
-  // selects the device of the (non-default) stream itself.
+  // `id` current while the guard lives; none for host memory, nor for a resource that selects a stream's device.
   static std::optional<result<device_guard>> make_current(device_id id, stream_ref s, resource_ref<Kind> r) noexcept {
     if (id.is_host() || (r.selects_device() && !detail::is_default_stream(s.get()))) return std::nullopt;
     return device_guard::set(id);

@@ -1,17 +1,17 @@
 // SPDX-License-Identifier: MIT
 /// \file
-/// Copies and fills of views and buffers: copy(dst, src) is complete on return, copy(dst, src, stream) ordered on the
-/// stream; copy_from_device, copy_from_host and copy_to_host (CuPy's names) restrict one side's kind; fill_bytes is
-/// memset; fill (nvcc builds) sets every element with a kernel. Compile-time rules: element types match, dst is not
-/// const; stream-ordered forms take no pageable memory and no temporary owner (one that would free its memory while
-/// the operation is queued).
+/// Copies and fills of views and buffers: copy, CuPy's copy_from_device, copy_from_host and copy_to_host (one side's
+/// kind restricted), fill_bytes (memset) and, with nvcc, fill (a kernel). Compile-time rules: element types match, dst
+/// is not const; stream-ordered forms take no pageable memory and no temporary owner (it would free queued memory).
 #pragma once
 
 #include <cudamem/buffer.hpp>
 #include <cudamem/detail/copy2d.hpp>  // nvcc: the 2D copy kernel, registered with the engine
+#include <cudamem/detail/peer_registry.hpp>
 #include <cudamem/detail/transfer.hpp>
 #include <cudamem/span.hpp>
 
+#include <algorithm>
 #include <cstddef>
 #include <type_traits>
 
@@ -73,8 +73,7 @@ concept copy_allowed =
     (Rule == copy_rule::any || (Rule == copy_rule::from_device && S::device_accessible && !std::is_same_v<S, pinned>) ||
      (Rule == copy_rule::from_host && S::host_accessible) || (Rule == copy_rule::to_host && D::host_accessible));
 
-// Function objects, not function templates, so that argument-dependent lookup never brings
-// std::copy or std::fill into an unqualified call (a std::byte span would).
+// Function objects, so that argument-dependent lookup never brings in std::copy or std::fill (std::byte spans would).
 template <copy_rule Rule>
 struct copy_fn {
   template <class Dst, class Src>
@@ -113,13 +112,10 @@ struct fill_bytes_fn {
 };
 }  // namespace detail
 
-/// copy(dst, src): copies `src` into `dst` (views or owners of one element type and extent) and waits: complete on
-/// return, after earlier work on the legacy default stream of each device it touches (and blocking streams; not
-/// stream::create's non-blocking ones). Pageable-only copies are memcpy; two devices' memory takes the peer path. A
-/// capture elsewhere is left undisturbed; one the legacy stream would join is refused (capture_active) before
-/// anything is written. copy(dst, src, stream): ordered on `stream`, returns at once, can be captured. Errors
-/// (docs/copies.md): extents_mismatch, invalid_argument, overlap, size_overflow, out_of_range, capture_active
-/// (synchronous form only), CUDA errors. Empty views copy nothing.
+/// copy(dst, src): copies `src` into `dst` (views or owners of one element type and extent), complete on return,
+/// after earlier work on the legacy stream (and blocking streams) of each device it touches; a capture that stream
+/// would join is refused first. copy(dst, src, stream): ordered on `stream`, can be captured. Errors (docs/copies.md):
+/// extents_mismatch, invalid_argument, overlap, size_overflow, out_of_range, capture_active (synchronous), CUDA errors.
 inline constexpr detail::copy_fn<detail::copy_rule::any> copy{};
 /// copy, for a device or managed `src` (CuPy: copy_from_device, copy_from_device_async).
 inline constexpr detail::copy_fn<detail::copy_rule::from_device> copy_from_device{};
@@ -128,8 +124,8 @@ inline constexpr detail::copy_fn<detail::copy_rule::from_host> copy_from_host{};
 /// copy, for a host-side `dst`: host, pinned or managed (CuPy: copy_to_host, copy_to_host_async).
 inline constexpr detail::copy_fn<detail::copy_rule::to_host> copy_to_host{};
 
-/// fill_bytes(dst, value [, stream]): sets every byte of `dst` to `value` (memset), synchronous or ordered on
-/// `stream` as copy is (CuPy: memset, memset_async).
+/// fill_bytes(dst, value [, stream]): sets every byte of `dst` to `value`, synchronous or ordered on `stream` as copy
+/// is (CuPy: memset, memset_async).
 inline constexpr detail::fill_bytes_fn fill_bytes{};
 
 #if defined(__CUDACC__)
@@ -165,24 +161,28 @@ struct fill_fn {
     if (p.dst.empty()) return {};
     auto launch = s.device();
     if (!launch) return launch.error().with_api(api);
-    CUDAMEM_TRY(check_kernel_access(*launch, p.dst, api));
+    const region& d = p.dst;
+    // Another device's memory would fault (losing the context) unless a peer_access guard lets this one reach it.
+    if (d.kind == kind_id::device && d.device != *launch && !peer_access_held(*launch, d.device))
+      return error(errc::invalid_argument, api,
+                   "the memory is on device %d, and a kernel on device %d (the stream's) cannot reach it without a "
+                   "peer_access guard",
+                   d.device.get(), launch->get());
     auto guard = device_guard::set(*launch);  // a launch goes to the current device
     if (!guard) return guard.error().with_api(api);
-    const region& d = p.dst;
-    const std::size_t width = d.contiguous() ? d.row_bytes * d.rows / sizeof(T) : d.row_bytes / sizeof(T);
-    const std::size_t height = d.contiguous() ? 1 : d.rows;
+    const bool flat = d.contiguous();
+    const std::size_t width = (flat ? d.row_bytes * d.rows : d.row_bytes) / sizeof(T), height = flat ? 1 : d.rows;
     constexpr unsigned threads = 256;
-    const std::size_t wanted = (width * height + threads - 1) / threads;
-    const unsigned blocks = static_cast<unsigned>(wanted < 65536 ? wanted : 65536);
+    const auto blocks = static_cast<unsigned>(std::min<std::size_t>((width * height + threads - 1) / threads, 65536));
     fill_kernel<T><<<blocks, threads, 0, s.get()>>>(static_cast<char*>(d.addr), width, height, d.pitch, T{value});
     return check(cudaGetLastError(), api, "fill_kernel<<<>>>");
   }
 };
 }  // namespace detail
 
-/// fill(dst, value, stream): sets every element of `dst` to `value` with a kernel on `stream`'s device (nvcc
-/// builds); does not synchronize; can be captured. The value must convert without narrowing. Another device's
-/// memory than the stream's is refused before launching.
+/// fill(dst, value, stream), nvcc only: sets every element of `dst` to `value` (no narrowing) with a kernel on the
+/// stream's device; does not synchronize; can be captured. Errors: invalid_argument (another device's memory, unless a
+/// peer_access guard is held), CUDA errors.
 inline constexpr detail::fill_fn fill{};
 #endif
 

@@ -1,17 +1,14 @@
 // SPDX-License-Identifier: MIT
 /// \file
-/// Peer access between the devices of one process: what CUDA reports about each pair, and move-only guards that
-/// let one device's kernels and copies reach another's memory while they are held.
+/// Peer access between the devices of one process: what CUDA reports about each pair, and move-only guards that let
+/// one device's kernels and copies reach another's memory (and default stream-ordered pool) while held. Guards are
+/// counted per pair process-wide: the first switches access on, the last off; access already on is borrowed.
 ///
 ///     result<bool> can_access_peer(device_id accessor, device_id owner)
 ///     result<peer_link> peer_link_between(device_id accessor, device_id owner)   CUDA's P2P attributes of the pair
 ///     result<peer_links> peers_of(device_id accessor)                            the link to every other device
 ///     class peer_access { static result<peer_access> enable(accessor, owner); accessor(), owner(), valid() }
 ///     result<std::pair<peer_access, peer_access>> enable_both(device_id a, device_id b)
-///
-/// Guards are counted per (accessor, owner) in one process-wide registry: the first switches access on, the last
-/// switches off what the first switched on. Access that was on before (enabled with raw CUDA) is borrowed and left
-/// on. A guard also opens the owner's default stream-ordered pool (cudaMallocAsync) to the accessor.
 #pragma once
 
 #include <cudamem/detail/peer_registry.hpp>
@@ -46,8 +43,8 @@ class peer_links {
 };
 
 namespace detail {
-/// Both devices exist, differ and lie in the registry. Errors: out_of_range (no such device), invalid_argument
-/// (one device twice), not_supported (an ordinal of 64 or more); CUDA errors.
+/// Both devices exist, differ and lie in the registry. Errors: out_of_range, invalid_argument (one device twice),
+/// not_supported (ordinal >= 64); CUDA errors.
 inline status check_peer_pair(device_id accessor, device_id owner, const char* api) noexcept {
   auto count = device_count();
   if (!count) return count.error().with_api(api);
@@ -58,13 +55,6 @@ inline status check_peer_pair(device_id accessor, device_id owner, const char* a
   if (!peer_table::in_table(accessor) || !peer_table::in_table(owner))
     return error(errc::not_supported, api, "peer access is tracked for devices 0 to %d", peer_table::max_devices - 1);
   return {};
-}
-inline result<int> p2p_attribute(cudaDeviceP2PAttr attribute, device_id accessor, device_id owner,
-                                 const char* api) noexcept {
-  int value = 0;
-  CUDAMEM_TRY(check(cudaDeviceGetP2PAttribute(&value, attribute, accessor.get(), owner.get()), api,
-                    "cudaDeviceGetP2PAttribute"));
-  return value;
 }
 inline result<bool> read_can_access(device_id accessor, device_id owner, const char* api) noexcept {
   int can = 0;
@@ -80,9 +70,7 @@ struct pool_access {
 inline result<pool_access> default_pool_of(device_id accessor, device_id owner, const char* api) noexcept {
   auto pools = cached_attribute<cudaDevAttrMemoryPoolsSupported>(owner, api);
   if (!pools) return pools.error();
-  pool_access found;
-  found.accessor.type = cudaMemLocationTypeDevice;
-  found.accessor.id = accessor.get();
+  pool_access found{nullptr, {cudaMemLocationTypeDevice, accessor.get()}};
   if (*pools != 0)
     CUDAMEM_TRY(check(cudaDeviceGetDefaultMemPool(&found.pool, owner.get()), api, "cudaDeviceGetDefaultMemPool"));
   return found;
@@ -92,8 +80,8 @@ inline cudaError_t set_pool_access(const pool_access& where, unsigned char flags
   return cudaMemPoolSetAccess(where.pool, &desc, 1);
 }
 
-/// The registry's switch-on: peer access (borrowed when CUDA says it is already on: the handled error is cleared),
-/// then read-write access to the owner's default pool unless it had that already. All or nothing.
+/// The registry's switch-on: peer access (borrowed if already on: the handled error is cleared), then read-write
+/// access to the owner's default pool unless it had that. All or nothing.
 inline status switch_peer_on(device_id accessor, device_id owner, peer_entry& entry) noexcept {
   constexpr const char* api = "peer_access::enable";
   auto can = read_can_access(accessor, owner, api);
@@ -164,24 +152,17 @@ struct peer_guard_handle {  // what a peer_access owns: one count of a pair in t
   return detail::read_can_access(accessor, owner, "can_access_peer");
 }
 
-/// The link from `accessor` to `owner`: the four attributes cudaDeviceGetP2PAttribute reports. Errors: as
-/// can_access_peer.
+/// The four cudaDeviceGetP2PAttribute attributes of `accessor` reaching `owner`. Errors: as can_access_peer.
 [[nodiscard]] inline result<peer_link> peer_link_between(device_id accessor, device_id owner) noexcept {
   constexpr const char* api = "peer_link_between";
   CUDAMEM_TRY(detail::check_peer_pair(accessor, owner, api));
-  peer_link link;
-  link.owner = owner;
   const cudaDeviceP2PAttr attributes[] = {cudaDevP2PAttrAccessSupported, cudaDevP2PAttrNativeAtomicSupported,
                                           cudaDevP2PAttrCudaArrayAccessSupported, cudaDevP2PAttrPerformanceRank};
   int values[4] = {};
-  for (int i = 0; i < 4; ++i) {
-    auto value = detail::p2p_attribute(attributes[i], accessor, owner, api);
-    if (!value) return value.error();
-    values[i] = *value;
-  }
-  link.access_supported = values[0] != 0, link.native_atomics = values[1] != 0, link.array_access = values[2] != 0;
-  link.performance_rank = values[3];
-  return link;
+  for (int i = 0; i < 4; ++i)
+    CUDAMEM_TRY(detail::check(cudaDeviceGetP2PAttribute(&values[i], attributes[i], accessor.get(), owner.get()), api,
+                              "cudaDeviceGetP2PAttribute"));
+  return peer_link{owner, values[0] != 0, values[1] != 0, values[2] != 0, values[3]};
 }
 
 /// The link from `accessor` to every other device (of the first 64), in device order. Errors: as can_access_peer.
@@ -199,19 +180,15 @@ struct peer_guard_handle {  // what a peer_access owns: one count of a pair in t
   return links;
 }
 
-/// A move-only guard: while it is held, kernels and copies on `accessor` reach `owner`'s device memory, from
-/// cudaMalloc and from the owner's default stream-ordered pool alike (the library's own kernels, such as the typed
-/// fill, accept the pair then). Access is one-directional (see enable_both). Guards of a pair are counted across
-/// the process, from any thread: the first switches access on (about 11 ms on an H200 pair), later ones cost a lock
-/// and an increment, and the last switches off what the first switched on. Work on either device that uses the
-/// access must be complete before the last guard of the pair goes.
+/// A move-only guard: while held, kernels and copies on `accessor` reach `owner`'s device memory (cudaMalloc and its
+/// default stream-ordered pool); one direction only (see enable_both). Guards of a pair are counted process-wide, from
+/// any thread: the first switches access on (about 11 ms on an H200 pair), later ones cost a lock and an increment,
+/// the last switches off what the first switched on. Work using the access must be complete before the last goes.
 class peer_access {
  public:
-  /// Lets `accessor` reach `owner`'s memory. Borrows access that was already on (CUDA's
-  /// cudaErrorPeerAccessAlreadyEnabled, cleared from its last-error slot): the registry never switches it off.
-  /// Synchronous; leaves the current device as it was. Errors, with nothing changed: out_of_range (no such
-  /// device); invalid_argument (accessor == owner); not_supported (the pair cannot peer, or an ordinal >= 64); CUDA
-  /// errors (cudaErrorTooManyPeers: the accessor's limit of peers is reached).
+  /// Lets `accessor` reach `owner`'s memory; access already on (raw CUDA) is borrowed and never switched off.
+  /// Synchronous; the current device stays. Errors, nothing changed: out_of_range (no such device); invalid_argument
+  /// (accessor == owner); not_supported (no peer path, or an ordinal >= 64); CUDA (cudaErrorTooManyPeers).
   [[nodiscard]] static result<peer_access> enable(device_id accessor, device_id owner) noexcept {
     CUDAMEM_TRY(detail::check_peer_pair(accessor, owner, "peer_access::enable"));
     CUDAMEM_TRY(detail::process_wide<detail::peer_table>().acquire(accessor, owner, detail::cuda_peer_switch));
@@ -228,8 +205,7 @@ class peer_access {
   detail::unique_handle<detail::peer_guard_handle> pair_;
 };
 
-/// Both directions between `a` and `b`: first lets `a` reach `b`, second `b` reach `a`. All or nothing: when the
-/// second fails, the first is dropped. Errors: as peer_access::enable.
+/// Both directions: first lets `a` reach `b`, second `b` reach `a`; all or nothing. Errors: as peer_access::enable.
 [[nodiscard]] inline result<std::pair<peer_access, peer_access>> enable_both(device_id a, device_id b) noexcept {
   auto forward = peer_access::enable(a, b);
   if (!forward) return forward.error().with_api("enable_both");

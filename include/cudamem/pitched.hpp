@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 /// \file
-/// Pitched 2D memory: rows of `width()` elements, `pitch_bytes()` apart, of one kind.
+/// Pitched 2D memory of one kind: rows of `width()` elements, `pitch_bytes()` apart. Views and owners take part in
+/// copy.hpp's copies and fills like spans: with 2D of the same extents, or with a span of as many elements.
 ///
 ///   pitched_span<T, Kind>                    first element, width (elements), height (rows), pitch (bytes)
 ///     v(row, col), v.row(r)                  where span's accessors are (kernels for device memory)
@@ -11,10 +12,7 @@
 ///     static result<pitched_buffer> allocate(width, height [, device_id])       synchronous
 ///     static result<pitched_buffer> allocate(width, height, stream_ref [, resource_ref<Kind>])
 ///     view(), data(), width(), height(), pitch_bytes(), device(), stream(), set_stream(s), resource()
-///   copy_2d(dst, dpitch, src, spitch, width_bytes, height [, stream])   aclrtMemcpy2d on typed pointers
-///
-/// Views and owners take part in copy, copy_from_device, copy_from_host, copy_to_host, fill_bytes and
-/// fill (copy.hpp) like spans: 2D with 2D of the same extents, or with a span of as many elements.
+///   copy_2d(dst, dpitch, src, spitch, width_bytes, height [, stream])   cudaMemcpy2D on typed pointers
 #pragma once
 
 #include <cudamem/buffer.hpp>
@@ -29,10 +27,9 @@
 
 namespace cudamem {
 
-/// A non-owning 2D view of kind Kind: `height()` rows of `width()` elements, row r starting
-/// `r * pitch_bytes()` bytes after the first element. Trivially copyable, passed to kernels by value.
-/// Element access compiles only on a side that may touch the memory (as span's). Copies and fills
-/// take it like a span. The constructor does not check; make_pitched does.
+/// A non-owning 2D view: `height()` rows of `width()` elements, row r `r * pitch_bytes()` bytes after the first.
+/// Trivially copyable, passed to kernels by value; element access compiles where span's does. Not checked: see
+/// make_pitched.
 template <class T, memory_kind Kind>
 class pitched_span {
  public:
@@ -73,16 +70,15 @@ class pitched_span {
     return row_type(pointer(row_address(r), data_.device()), width_);
   })
 
-  /// Rows [r, r + rows) of columns [c, c + cols), the same pitch; unchecked but for CUDAMEM_ASSERT in debug
-  /// builds: for kernels and hot loops.
+  /// Rows [r, r + rows) of columns [c, c + cols); unchecked but for CUDAMEM_ASSERT in debug builds (kernels).
   CUDAMEM_HD pitched_span subspan_unchecked(std::size_t r, std::size_t c, std::size_t rows,
                                             std::size_t cols) const noexcept {
     CUDAMEM_ASSERT(r <= height_ && rows <= height_ - r && c <= width_ && cols <= width_ - c,
                    "pitched_span subspan out of range");
     return pitched_span(pointer(row_address(r) + c, data_.device()), cols, rows, pitch_);
   }
-  /// Rows [r, r + rows) of columns [c, c + cols), the same pitch. A null view stays null. Errors:
-  /// out_of_range when that leaves the view; size_overflow for an offset no pointer can step.
+  /// Rows [r, r + rows) of columns [c, c + cols); a null view stays null. Errors: out_of_range (leaves the view);
+  /// size_overflow (an offset no pointer can step).
   [[nodiscard]] result<pitched_span> subspan(std::size_t r, std::size_t c, std::size_t rows,
                                              std::size_t cols) const noexcept {
     constexpr const char* api = "pitched_span::subspan";
@@ -119,13 +115,13 @@ using host_pitched_span = pitched_span<T, host>;  ///< A 2D view of pageable hos
 template <class T>
 using managed_pitched_span = pitched_span<T, managed>;  ///< A 2D view of managed memory.
 
-namespace detail {
-/// Checks a pitched shape: rows fit std::size_t, the pitch holds a row and keeps every row aligned for T, and the
-/// footprint stays inside the address space from `first`. The message names `api` and the rule broken.
-template <class T>
-status check_pitched_shape(const void* first, std::size_t width, std::size_t height, std::size_t pitch_bytes,
-                           const char* api) noexcept {
-  auto row_bytes = bytes_of(width, sizeof(T), api);
+/// Views `height` rows of `width` elements from `first`, `pitch_bytes` apart, checked. Errors: invalid_argument (a
+/// pitch shorter than a row or not a multiple of alignof(T)), size_overflow (past the end of the address space).
+template <class T, memory_kind Kind>
+[[nodiscard]] result<pitched_span<T, Kind>> make_pitched(ptr<T, Kind> first, std::size_t width, std::size_t height,
+                                                         std::size_t pitch_bytes) noexcept {
+  constexpr const char* api = "make_pitched";
+  auto row_bytes = detail::bytes_of(width, sizeof(T), api);
   if (!row_bytes) return row_bytes.error();
   if (pitch_bytes % alignof(T) != 0)
     return error(errc::invalid_argument, api, "pitch (%zu bytes) is not a multiple of the element's alignment (%zu)",
@@ -135,24 +131,14 @@ status check_pitched_shape(const void* first, std::size_t width, std::size_t hei
                  pitch_bytes, width, sizeof(T));
   std::size_t footprint = 0, end = 0;
   if (height > 0 && (__builtin_mul_overflow(pitch_bytes, height - 1, &footprint) ||
-                     __builtin_add_overflow(footprint, *row_bytes, &footprint) || !steppable(footprint, 1) ||
-                     __builtin_add_overflow(reinterpret_cast<std::uintptr_t>(first), footprint, &end)))
+                     __builtin_add_overflow(footprint, *row_bytes, &footprint) || !detail::steppable(footprint, 1) ||
+                     __builtin_add_overflow(reinterpret_cast<std::uintptr_t>(first.get()), footprint, &end)))
     return error(errc::size_overflow, api, "%zu rows of %zu bytes reach past the end of the address space", height,
                  pitch_bytes);
-  return {};
-}
-}  // namespace detail
-
-/// Views `height` rows of `width` elements from `first`, `pitch_bytes` apart, checked. Errors:
-/// invalid_argument (a pitch that is not a multiple of alignof(T), or shorter than a row), size_overflow.
-template <class T, memory_kind Kind>
-[[nodiscard]] result<pitched_span<T, Kind>> make_pitched(ptr<T, Kind> first, std::size_t width, std::size_t height,
-                                                         std::size_t pitch_bytes) noexcept {
-  CUDAMEM_TRY(detail::check_pitched_shape<T>(first.get(), width, height, pitch_bytes, "make_pitched"));
   return pitched_span<T, Kind>(first, width, height, pitch_bytes);
 }
-/// Views the elements of `flat` as `height` contiguous rows of `width` (pitch = width * sizeof(T)).
-/// Errors: extents_mismatch when width * height is not flat.size(); size_overflow.
+/// `flat` as `height` contiguous rows of `width`. Errors: extents_mismatch (width * height != flat.size()),
+/// size_overflow.
 template <class T, memory_kind Kind>
 [[nodiscard]] result<pitched_span<T, Kind>> as_pitched(span<T, Kind> flat, std::size_t width,
                                                        std::size_t height) noexcept {
@@ -166,46 +152,12 @@ template <class T, memory_kind Kind>
   return pitched_span<T, Kind>(flat.data(), width, height, *row_bytes);
 }
 
-namespace detail {
-/// The row alignment of pitched host and pinned allocations: the one cudaMallocPitch uses on current
-/// GPUs (their cudaDevAttrTextureAlignment), so host rows line up with device rows.
-inline constexpr std::size_t host_row_alignment = 512;
-
-/// The row alignment of a pitched allocation of kind K on `id`: host and pinned host_row_alignment;
-/// device and managed memory the device's cudaDevAttrTextureAlignment (cudaMallocPitch's rule), but
-/// cudaDevAttrTexturePitchAlignment for stream-ordered device allocations.
-template <memory_kind K>
-result<std::size_t> row_alignment(device_id id, bool stream_ordered, const char* api) noexcept {
-  if constexpr (std::is_same_v<K, host> || std::is_same_v<K, pinned>) {
-    return host_row_alignment;
-  } else {
-    auto value = stream_ordered && std::is_same_v<K, device>
-                     ? cached_attribute<cudaDevAttrTexturePitchAlignment>(id, api)
-                     : cached_attribute<cudaDevAttrTextureAlignment>(id, api);
-    if (!value) return value.error();
-    return static_cast<std::size_t>(*value);
-  }
-}
-
-/// The pitch for `width` elements of `elem_size` bytes: a row rounded up to `alignment` (at least
-/// `elem_align`; both powers of two). Errors: size_overflow.
-inline result<std::size_t> pitch_for(std::size_t width, std::size_t elem_size, std::size_t elem_align,
-                                     std::size_t alignment, const char* api) noexcept {
-  auto row_bytes = bytes_of(width, elem_size, api);
-  if (!row_bytes) return row_bytes.error();
-  const std::size_t step = alignment > elem_align ? alignment : elem_align;
-  std::size_t padded = 0;
-  if (__builtin_add_overflow(*row_bytes, step - 1, &padded))
-    return error(errc::size_overflow, api, "a row of %zu bytes cannot be padded to %zu", *row_bytes, step);
-  return padded / step * step;
-}
-}  // namespace detail
-
-/// Owns `height()` rows of `width()` elements of kind Kind, `pitch_bytes()` apart, not initialized; the
-/// padding after each row belongs to it too. Move-only (a moved-from one is empty), deep-const, no view of
-/// a temporary; frees like the buffer it holds (through its resource, with its device current, on its stream).
+/// Owns `height()` rows of `width()` elements, `pitch_bytes()` apart (padding included), not initialized. Move-only
+/// (a moved-from one is empty), deep-const, no view of a temporary; freed as the buffer it holds.
 template <class T, memory_kind Kind>
 class pitched_buffer {
+  static constexpr bool on_device = !std::is_same_v<Kind, host> && !std::is_same_v<Kind, pinned>;
+
  public:
   using element_type = T;                    ///< T.
   using value_type = T;                      ///< T.
@@ -214,29 +166,20 @@ class pitched_buffer {
 
   pitched_buffer() noexcept = default;  ///< An empty buffer.
 
-  /// `height` rows of `width` elements (device and managed memory: on the current device), from the kind's
-  /// default resource (device: cudaMalloc), the pitch cudaMallocPitch would choose (see detail::row_alignment);
-  /// host and pinned rows are padded to 512 bytes. Synchronous. Errors: as buffer::allocate (reported as
-  /// pitched_buffer::allocate). A width or height of 0 allocates nothing.
+  /// `height` rows of `width` elements (device, managed: on the current device) from the kind's default resource,
+  /// padded as cudaMallocPitch (host, pinned: 512 bytes). Synchronous; empty for 0. Errors: as buffer::allocate.
   [[nodiscard]] static result<pitched_buffer> allocate(std::size_t width, std::size_t height) noexcept {
-    device_id where = device_id::host();
-    if constexpr (!std::is_same_v<Kind, host> && !std::is_same_v<Kind, pinned>) {
-      auto current = current_device();
-      if (!current) return current.error().with_api(api);
-      where = *current;
-    }
-    return make(width, height, where, false, [&](std::size_t count) { return storage::allocate(count); });
+    return make(width, height, on_device ? current_device() : device_id::host(), false,
+                [&](std::size_t count) { return storage::allocate(count); });
   }
-  /// As allocate(width, height), on device `id` (the current device is left as it was).
+  /// As allocate(width, height), on device `id` (the current device stays).
   [[nodiscard]] static result<pitched_buffer> allocate(std::size_t width, std::size_t height, device_id id) noexcept
-    requires(!std::is_same_v<Kind, host> && !std::is_same_v<Kind, pinned>)
+    requires on_device
   {
     return make(width, height, id, false, [&](std::size_t count) { return storage::allocate(count, id); });
   }
-  /// Rows ordered on `s`, on its device. Device memory: the allocator registered on `s` (register_allocator), else
-  /// the stream-ordered pool, rows padded to the device's
-  /// cudaDevAttrTexturePitchAlignment; does not synchronize, can be captured. Other kinds as allocate(width,
-  /// height), freed on `s`. Errors: as buffer::allocate(count, s).
+  /// Rows ordered on `s`, on its device, as buffer::allocate(count, s) (device memory: not synchronizing, capturable;
+  /// rows padded to cudaDevAttrTexturePitchAlignment). Errors: as buffer::allocate(count, s).
   [[nodiscard]] static result<pitched_buffer> allocate(std::size_t width, std::size_t height, stream_ref s) noexcept {
     if constexpr (std::is_same_v<Kind, cudamem::device>) return allocate(width, height, s, allocator_for(s));
     else return allocate(width, height, s, default_resource<Kind>(true));
@@ -245,21 +188,12 @@ class pitched_buffer {
   [[nodiscard]] static result<pitched_buffer> allocate(std::size_t width, std::size_t height, stream_ref s,
                                                        resource_ref<Kind> resource) noexcept {
     if (!s.valid()) return detail::handle_moved_from(api, "stream");
-    device_id where = device_id::host();
-    if constexpr (!std::is_same_v<Kind, host> && !std::is_same_v<Kind, pinned>) {
-      auto stream_device = s.device();
-      if (!stream_device) return stream_device.error().with_api(api);
-      where = *stream_device;
-    }
-    return make(width, height, where, true, [&](std::size_t count) { return storage::allocate(count, s, resource); });
+    return make(width, height, on_device ? s.device() : device_id::host(), true,
+                [&](std::size_t count) { return storage::allocate(count, s, resource); });
   }
 
   /// Takes over the memory of `other`, which is left empty.
-  pitched_buffer(pitched_buffer&& other) noexcept
-      : rows_(std::move(other.rows_)),
-        width_(std::exchange(other.width_, 0)),
-        height_(std::exchange(other.height_, 0)),
-        pitch_(std::exchange(other.pitch_, 0)) {}
+  pitched_buffer(pitched_buffer&& other) noexcept { *this = std::move(other); }
   /// Frees this buffer's memory, then takes over the memory of `other`.
   pitched_buffer& operator=(pitched_buffer&& other) noexcept {
     if (this != &other) {
@@ -289,11 +223,11 @@ class pitched_buffer {
   [[nodiscard]] ptr<const T, Kind> data() const& noexcept { return rows_.data(); }
   void data() const&& = delete;
   ///@}
-  [[nodiscard]] std::size_t width() const noexcept { return width_; }        ///< Elements per row.
-  [[nodiscard]] std::size_t height() const noexcept { return height_; }      ///< Rows.
+  [[nodiscard]] std::size_t width() const noexcept { return width_; }  ///< Elements per row.
+  [[nodiscard]] std::size_t height() const noexcept { return height_; }  ///< Rows.
   [[nodiscard]] std::size_t pitch_bytes() const noexcept { return pitch_; }  ///< Bytes from a row to the next.
   [[nodiscard]] bool empty() const noexcept { return width_ == 0 || height_ == 0; }  ///< No element.
-  [[nodiscard]] device_id device() const noexcept { return rows_.device(); }   ///< As buffer::device().
+  [[nodiscard]] device_id device() const noexcept { return rows_.device(); }  ///< As buffer::device().
   [[nodiscard]] stream_ref stream() const noexcept { return rows_.stream(); }  ///< The stream it is freed on.
   [[nodiscard]] resource_ref<Kind> resource() const noexcept { return rows_.resource(); }  ///< Where it came from.
   /// Hands the buffer to stream `s`, as buffer::set_stream.
@@ -306,19 +240,32 @@ class pitched_buffer {
   pitched_buffer(storage rows, std::size_t width, std::size_t height, std::size_t pitch) noexcept
       : rows_(std::move(rows)), width_(width), height_(height), pitch_(pitch) {}
 
-  // The pitch for `width` on `where`, then enough whole elements for height * pitch bytes from `take(count)`.
+  // Rows padded as cudaMallocPitch pads them on `where` (cudaDevAttrTexturePitchAlignment when stream-ordered; host
+  // rows: 512 bytes, as on current GPUs), then whole elements for height * pitch bytes from `take(count)`.
   template <class Take>
-  static result<pitched_buffer> make(std::size_t width, std::size_t height, device_id where, bool stream_ordered,
-                                     Take&& take) noexcept {
-    auto alignment = detail::row_alignment<Kind>(where, stream_ordered, api);
-    if (!alignment) return alignment.error();
-    auto pitch = detail::pitch_for(width, sizeof(T), alignof(T), *alignment, api);
-    if (!pitch) return pitch.error();
-    auto total = detail::bytes_of(height, *pitch, api);
+  static result<pitched_buffer> make(std::size_t width, std::size_t height, result<device_id> where,
+                                     bool stream_ordered, Take&& take) noexcept {
+    if (!where) return where.error().with_api(api);
+    std::size_t step = 512;
+    if constexpr (on_device) {
+      auto alignment = stream_ordered && std::is_same_v<Kind, cudamem::device>
+                           ? detail::cached_attribute<cudaDevAttrTexturePitchAlignment>(*where, api)
+                           : detail::cached_attribute<cudaDevAttrTextureAlignment>(*where, api);
+      if (!alignment) return alignment.error();
+      step = static_cast<std::size_t>(*alignment);
+    }
+    if (step < alignof(T)) step = alignof(T);
+    auto row_bytes = detail::bytes_of(width, sizeof(T), api);
+    if (!row_bytes) return row_bytes.error();
+    std::size_t pitch = 0;
+    if (__builtin_add_overflow(*row_bytes, step - 1, &pitch))
+      return error(errc::size_overflow, api, "a row of %zu bytes cannot be padded to %zu", *row_bytes, step);
+    pitch = pitch / step * step;
+    auto total = detail::bytes_of(height, pitch, api);
     if (!total) return total.error();
     auto rows = take(*total / sizeof(T) + (*total % sizeof(T) != 0));
     if (!rows) return rows.error().with_api(api);
-    return pitched_buffer(std::move(*rows), width, height, *pitch);
+    return pitched_buffer(std::move(*rows), width, height, pitch);
   }
 
   storage rows_;
@@ -345,17 +292,14 @@ status copy_rows(ptr<T, DK> dst, std::size_t dpitch, ptr<U, SK> src, std::size_t
 }
 }  // namespace detail
 
-/// Copies `height` rows of `width_bytes` bytes from `src` (rows `spitch` bytes apart) to `dst` (rows
-/// `dpitch` bytes apart): Ascend's aclrtMemcpy2d, in every direction the kinds give, with the checks of
-/// copy (each row within its pitch, pitches within the device's maximum, no overlap). Synchronizes as copy.
-/// Compile-time: the same element type, dst not const. Errors: as copy, reported as copy_2d.
+/// Copies `height` rows of `width_bytes` bytes from `src` (rows `spitch` bytes apart) to `dst` (`dpitch` apart) with
+/// copy's checks and synchronization (cudaMemcpy2D). Compile-time: same element type, dst not const. Errors: as copy.
 template <class T, memory_kind DK, class U, memory_kind SK>
 [[nodiscard]] status copy_2d(ptr<T, DK> dst, std::size_t dpitch, ptr<U, SK> src, std::size_t spitch,
                              std::size_t width_bytes, std::size_t height) noexcept {
   return detail::copy_rows(dst, dpitch, src, spitch, width_bytes, height, nullptr);
 }
-/// As copy_2d, ordered on `s` (aclrtMemcpy2dAsync); does not synchronize; can be captured. Compile-time:
-/// no pageable host memory.
+/// As copy_2d, ordered on `s` (cudaMemcpy2DAsync); does not synchronize; can be captured. No pageable host memory.
 template <class T, memory_kind DK, class U, memory_kind SK>
 [[nodiscard]] status copy_2d(ptr<T, DK> dst, std::size_t dpitch, ptr<U, SK> src, std::size_t spitch,
                              std::size_t width_bytes, std::size_t height, stream_ref s) noexcept {

@@ -11,8 +11,8 @@
 
 namespace cudamem {
 
-// The accessors of ptr and span (classes with a `Kind` parameter): __device__, __host__ or both, as the kind allows.
-// A g++ build has host code only: there a host-side use of device memory hits a static_assert.
+// The accessors of ptr and span (classes with a `Kind` parameter): __device__, __host__ or both, as the kind allows;
+// g++ builds are host code only, where a use of device memory hits a static_assert.
 #if defined(__CUDACC__)
 #define CUDAMEM_DETAIL_ACCESSORS(Ret, Params, Body)                    \
   template <class K_ = Kind>                                           \
@@ -33,26 +33,26 @@ namespace cudamem {
   }
 #endif
 
-/// A typed address of memory of kind Kind on device `device()` (host and pinned memory: device_id::host()); trivially
-/// copyable, passed to kernels by value. Dereferencing compiles only where the memory may be touched: device memory in
-/// device code, pageable host memory in host code, the other kinds in both (g++: host code only).
+/// A typed address of kind Kind on device `device()` (host and pinned: device_id::host()), passed to kernels by value.
+/// Dereferencing compiles only where the memory may be touched: device memory in device code, host in host code.
 template <class T, memory_kind Kind>
 class ptr {
+  static constexpr bool on_host = std::is_same_v<Kind, host> || std::is_same_v<Kind, pinned>;  // host and pinned
+
  public:
   using element_type = T;  ///< T.
   using kind = Kind;       ///< The memory kind.
   /// A null pointer (on device_id::host() for host and pinned memory, else on device 0).
-  CUDAMEM_HD constexpr ptr() noexcept : raw_(nullptr), device_(default_device()) {}
+  CUDAMEM_HD constexpr ptr() noexcept : raw_(nullptr), device_(on_host ? device_id::host() : device_id(0)) {}
   /// Wraps `raw`, which the caller asserts is memory of kind Kind on device `id`.
   CUDAMEM_HD constexpr ptr(T* raw, device_id id) noexcept : raw_(raw), device_(id) {}
   /// Wraps `raw`, host or pinned memory, on device_id::host().
   CUDAMEM_HD constexpr explicit ptr(T* raw) noexcept
-    requires(std::is_same_v<Kind, host> || std::is_same_v<Kind, pinned>)
+    requires on_host
       : raw_(raw), device_(device_id::host()) {}
   /// Adds const, or widens pinned to host.
   template <class U, class K2>
-    requires(std::is_convertible_v<U (*)[], T (*)[]> && kind_convertible<K2, Kind> &&
-             !(std::is_same_v<U, T> && std::is_same_v<K2, Kind>))
+    requires(std::is_convertible_v<U (*)[], T (*)[]> && kind_convertible<K2, Kind> && !std::is_same_v<ptr<U, K2>, ptr>)
   CUDAMEM_HD constexpr ptr(ptr<U, K2> other) noexcept : raw_(other.get()), device_(other.device()) {}
   CUDAMEM_HD constexpr T* get() const noexcept { return raw_; }  ///< The raw address.
   CUDAMEM_HD constexpr device_id device() const noexcept { return device_; }  ///< Where the memory lives.
@@ -75,9 +75,7 @@ class ptr {
   ///@}
   ///@{
   /// Equal when the address and the device are; ordered by address, then device (meaningful in one allocation).
-  CUDAMEM_HD friend constexpr bool operator==(ptr a, ptr b) noexcept {
-    return a.raw_ == b.raw_ && a.device_ == b.device_;
-  }
+  friend constexpr bool operator==(ptr, ptr) noexcept = default;
   CUDAMEM_HD friend constexpr bool operator<(ptr a, ptr b) noexcept {
     return a.raw_ != b.raw_ ? a.raw_ < b.raw_ : a.device_.get() < b.device_.get();
   }
@@ -87,9 +85,6 @@ class ptr {
   ///@}
 
  private:
-  CUDAMEM_HD static constexpr device_id default_device() noexcept {
-    return (std::is_same_v<Kind, host> || std::is_same_v<Kind, pinned>) ? device_id::host() : device_id(0);
-  }
   T* raw_;
   device_id device_;
 };

@@ -34,8 +34,7 @@ inline status check_alignment(std::size_t alignment, const char* api, bool cuda 
   return {};
 }
 
-/// The synchronous CUDA allocator of kind K (cudaMalloc, cudaMallocHost, cudaMallocManaged), in relaxed capture mode
-/// (an allocation is not part of anyone's capture). The stream is not used.
+/// cudaMalloc, cudaMallocHost or cudaMallocManaged: synchronous, in relaxed capture mode (in no one's capture).
 template <memory_kind K>
 struct cuda_resource {
   using kind = K;  ///< the kind it serves
@@ -63,10 +62,17 @@ struct cuda_resource {
                                                : is_managed ? "cudaMallocManaged"
                                                             : "cudaMalloc";
 };
+
+template <class R>
+inline R builtin_resource{};  // the objects default_resource refers to
 }  // namespace detail
 
 /// cudaMalloc on the current device: usable on every stream at once. Synchronous; cudaFree synchronizes the device.
 using device_malloc_resource = detail::cuda_resource<device>;
+/// cudaMallocHost: page-locked, mapped for every device. Synchronous.
+using pinned_resource = detail::cuda_resource<pinned>;
+/// cudaMallocManaged (attached globally) on the current device. Synchronous.
+using managed_resource = detail::cuda_resource<managed>;
 
 /// cudaMallocAsync from the pool of the stream's device, ordered on the stream; cudaFreeAsync on the stream given to
 /// deallocate. Both can be captured. Errors: not_supported without memory pools.
@@ -91,12 +97,6 @@ struct device_pool_resource {
     detail::check_release(cudaFreeAsync(p, s.get()), "cudaFreeAsync");
   }
 };
-
-/// cudaMallocHost: page-locked, mapped for every device. Synchronous.
-using pinned_resource = detail::cuda_resource<pinned>;
-
-/// cudaMallocManaged (attached globally) on the current device. Synchronous.
-using managed_resource = detail::cuda_resource<managed>;
 
 /// Aligned operator new: at least 64 bytes (a cache line), more when asked. Needs no device.
 struct host_resource {
@@ -149,30 +149,19 @@ class resource_ref {
     bool selects_device;
   };
   template <class R>
-  static constexpr bool selects_device_of() noexcept {
-    if constexpr (requires { R::selects_device; }) return R::selects_device;
-    else return false;
-  }
-  template <class R>
   static constexpr operations ops_for{[](void* r, stream_ref s, std::size_t n, std::size_t a) noexcept {
                                         return static_cast<R*>(r)->allocate(s, n, a);
                                       },
                                       [](void* r, stream_ref s, void* p, std::size_t n, std::size_t a) noexcept {
                                         static_cast<R*>(r)->deallocate(s, p, n, a);
                                       },
-                                      selects_device_of<R>()};
+                                      (requires { requires R::selects_device; })};
 
   void* object_;
   const operations* ops_;
 };
 
-namespace detail {
-template <class R>
-inline R builtin_resource{};
-}  // namespace detail
-
-/// The resource a buffer of kind K uses when none is given (device memory: the pool if stream-ordered, else
-/// cudaMalloc).
+/// The resource a buffer of kind K uses when none is given (device: the pool if stream-ordered, else cudaMalloc).
 template <memory_kind K>
 [[nodiscard]] resource_ref<K> default_resource(bool stream_ordered = false) noexcept {
   using ref = resource_ref<K>;

@@ -13,17 +13,15 @@
 
 namespace cudamem {
 
-/// What copies and fills take: a `kind` and a typed `view()` (span, buffer, host_registration). Owners also say
-/// `owns_memory`: stream-ordered operations refuse a temporary owner, which would free memory still in use.
+/// What copies and fills take: a `kind` and a typed `view()` (span, buffer, host_registration); owners: `owns_memory`.
 template <class V>
 concept viewable = requires(const V& v) {
   typename V::kind;
   { v.view() };
 };
 
-/// A non-owning view of `size()` elements of kind Kind; trivially copyable, passed to kernels by value. Host-side
-/// slicing (subspan, first, last) is bounds-checked and returns a result; kernels use subspan_unchecked. Element
-/// access compiles only on a side that may touch the memory (see ptr). Copies and fills are in copy.hpp.
+/// A non-owning view of `size()` elements of kind Kind, passed to kernels by value. Slicing is checked on the host
+/// (subspan, first, last: a result), unchecked in kernels (subspan_unchecked). Element access as ptr allows.
 template <class T, memory_kind Kind>
 class span {
  public:
@@ -37,8 +35,7 @@ class span {
   CUDAMEM_HD constexpr span(pointer first, std::size_t count) noexcept : data_(first), size_(count) {}
   /// The same elements, with const added or pinned widened to host (implicit; never the reverse).
   template <class U, class K2>
-    requires(std::is_convertible_v<U (*)[], T (*)[]> && kind_convertible<K2, Kind> &&
-             !(std::is_same_v<U, T> && std::is_same_v<K2, Kind>))
+    requires(std::is_convertible_v<ptr<U, K2>, pointer> && !std::is_same_v<span<U, K2>, span>)
   CUDAMEM_HD constexpr span(span<U, K2> other) noexcept : data_(other.data()), size_(other.size()) {}
   /// Views a host container with data() and size() (std::vector, std::string, ...); host spans, lvalues only.
   template <class Range>
@@ -58,9 +55,8 @@ class span {
   CUDAMEM_HD constexpr bool empty() const noexcept { return size_ == 0; }       ///< True when size() is 0.
   CUDAMEM_HD constexpr device_id device() const noexcept { return data_.device(); }  ///< As data().device().
   CUDAMEM_HD constexpr span view() const noexcept { return *this; }  ///< This view, as a buffer's view().
-  /// size() * sizeof(T), unchecked: it wraps on overflow (copies and fills refuse such a span: size_overflow).
-  CUDAMEM_HD constexpr std::size_t size_bytes() const noexcept { return size_ * sizeof(T); }
-  /// Element `i`; checked by CUDAMEM_ASSERT in debug builds only (host and device).
+  CUDAMEM_HD constexpr std::size_t size_bytes() const noexcept { return size_ * sizeof(T); }  ///< Wraps on overflow.
+  /// Element `i`; checked by CUDAMEM_ASSERT in debug builds only.
   CUDAMEM_DETAIL_ACCESSORS(T&, operator[](std::size_t i), {
     CUDAMEM_ASSERT(i < size_, "span index out of range");
     return data_.get()[i];
@@ -68,7 +64,7 @@ class span {
   CUDAMEM_DETAIL_ACCESSORS(T*, begin(), { return data_.get(); })       ///< The first element's raw address.
   CUDAMEM_DETAIL_ACCESSORS(T*, end(), { return data_.get() + size_; })  ///< The raw address past the last.
 
-  /// Elements [offset, offset + count), unchecked but for CUDAMEM_ASSERT in debug builds: for kernels, hot loops.
+  /// Elements [offset, offset + count), checked by CUDAMEM_ASSERT in debug builds only: for kernels, hot loops.
   CUDAMEM_HD constexpr span subspan_unchecked(std::size_t offset, std::size_t count) const noexcept {
     CUDAMEM_ASSERT(offset <= size_ && count <= size_ - offset, "subspan out of range");
     return span(data_ + static_cast<std::ptrdiff_t>(offset), count);
@@ -102,8 +98,7 @@ class span {
   result<span> slice(std::size_t offset, std::size_t count, const char* api) const noexcept {
     if (!detail::steppable(offset, sizeof(T)))
       return error(errc::size_overflow, api, "offset %zu is beyond what a pointer can step", offset);
-    if (data_.get() == nullptr) return span(data_, count);
-    return span(data_ + static_cast<std::ptrdiff_t>(offset), count);
+    return span(data_ ? data_ + static_cast<std::ptrdiff_t>(offset) : data_, count);
   }
   pointer data_;
   std::size_t size_;
@@ -136,8 +131,7 @@ template <class T>
   return host_span<T>(host_ptr<T>(first), count);
 }
 
-/// The bytes of a view, const, of the same kind and device: for raw copies between element types. Errors:
-/// size_overflow when the byte count does not fit std::size_t (a typed copy would refuse the view too).
+/// The bytes of a view, const, of the same kind and device, for raw copies. Errors: size_overflow (too many bytes).
 template <class T, memory_kind Kind>
 [[nodiscard]] result<span<const std::byte, Kind>> as_bytes(span<T, Kind> view) noexcept {
   auto bytes = detail::bytes_of(view.size(), sizeof(T), "as_bytes");

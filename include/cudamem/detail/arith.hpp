@@ -17,8 +17,7 @@ inline result<std::size_t> bytes_of(std::size_t count, std::size_t elem_size, co
   return bytes;
 }
 
-/// Whether pointer arithmetic can step over `count` elements of `elem_size` bytes (at most PTRDIFF_MAX bytes);
-/// beyond that an offset would wrap and move backwards.
+/// Whether a pointer can step over `count` elements of `elem_size` bytes (at most PTRDIFF_MAX bytes) without wrapping.
 constexpr bool steppable(std::size_t count, std::size_t elem_size) noexcept {
   return count <= static_cast<std::size_t>(PTRDIFF_MAX) / elem_size;
 }

@@ -1,9 +1,7 @@
 // SPDX-License-Identifier: MIT
-// cudamem: the 2D device-to-device copy kernel (nvcc only). cudaMemcpy2DAsync moves pitched rows on
-// one device at well under the speed of a 1D copy; a kernel with the widest accesses both sides'
-// alignment allows, several loads in flight per thread and a grid that fills the chip gets close to
-// it. Included by copy.hpp in nvcc builds; the first such translation unit registers the kernel
-// with the engine, so every copy of the program uses it. Internal.
+// cudamem: the 2D device-to-device copy kernel (nvcc only). cudaMemcpy2DAsync moves pitched rows on one device well
+// under 1D copy speed; the widest aligned accesses, several loads in flight per thread and a grid filling the chip
+// get close to it. copy.hpp includes it in nvcc builds, which register it with the engine for the program. Internal.
 #pragma once
 
 #include <cudamem/detail/transfer.hpp>
@@ -97,11 +95,10 @@ void launch_copy2d(const region& d, const region& s, unsigned sms, cudaStream_t 
   }
 }
 
-/// Launches the 2D copy of a same-device, device-to-device plan on `on`, with 16-, 8- or 4-byte
-/// accesses (the largest that divides both addresses and both pitches; a row's last bytes beyond a
-/// whole access are copied one by one). False, launching nothing, where cudaMemcpy2DAsync does as
-/// well: rows aligned to less than 4 bytes or shorter than 16, 2^32 rows or more, a stream of
-/// another device (or of a device CUDA cannot name during a capture).
+/// Launches a same-device, device-to-device 2D copy plan on `on` with 16-, 8- or 4-byte accesses (the largest dividing
+/// both addresses and pitches; a row's tail bytes one by one). False, launching nothing, where cudaMemcpy2DAsync does
+/// as well: rows aligned to under 4 bytes or shorter than 16, 2^32 rows or more, a stream of another device (or of
+/// one CUDA cannot name during a capture).
 inline result<bool> copy2d_launch(const plan& p, stream_ref on, const char* api) noexcept {
   const region &d = p.dst, &s = p.src;
   const std::uintptr_t bits =

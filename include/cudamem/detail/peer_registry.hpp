@@ -1,8 +1,7 @@
 // SPDX-License-Identifier: MIT
-// cudamem: the process-wide peer registry. It counts peer_access guards per (accessor, owner) under one lock: the
-// first guard of a pair switches access on, the last switches off what the first switched on, and nothing else.
-// What switching means is passed in (CUDA in peer.hpp, a fake in the host tests), so the counting is tested
-// without a device; the table is one per process (detail::process_wide). Internal.
+// cudamem: the process-wide peer registry: peer_access guards counted per (accessor, owner) under one lock. What
+// switching means is passed in (CUDA in peer.hpp, a fake in the host tests), so the counting is tested without a
+// device. Internal.
 #pragma once
 
 #include <cudamem/detail/process_wide.hpp>
@@ -12,8 +11,7 @@
 
 namespace cudamem::detail {
 
-/// One pair: the guards held, and what the first guard switched on itself. What was on before is borrowed: it
-/// stays on when the last guard goes.
+/// One pair: the guards held, and what the first guard switched on itself (what was on before stays on).
 struct peer_entry {
   unsigned guards = 0;
   bool switched_access = false;          // peer access (cudaDeviceEnablePeerAccess)
@@ -21,17 +19,15 @@ struct peer_entry {
   unsigned char pool_flags_before = 0;   // the pool access it had before, restored by the last guard
 };
 
-/// How a pair is switched. `on` switches on what is off, records in the entry what it switched, and on error
-/// leaves everything as it found it; `off` switches off what the entry records (failures go to the release
-/// handler). The registry calls them with its lock held.
+/// How a pair is switched, under the registry's lock. `on` switches on what is off and records it in the entry (on
+/// error: nothing changed); `off` switches off what the entry records (failures: the release handler).
 struct peer_switch {
   status (*on)(device_id accessor, device_id owner, peer_entry& entry) noexcept;
   void (*off)(device_id accessor, device_id owner, const peer_entry& entry) noexcept;
 };
 
-/// The guards of every pair of devices [0, max_devices), under one lock that also covers the switching: a pair is
-/// never switched while a guard of it is being taken or dropped, and a guard of a held pair costs a lock and an
-/// increment. Precondition of every member but held(): both ordinals lie in [0, max_devices).
+/// The guards of every pair of devices [0, max_devices), under one lock that also covers the switching. Precondition
+/// of acquire and release: both ordinals lie in [0, max_devices).
 struct CUDAMEM_DETAIL_PROCESS_WIDE peer_table {
   static constexpr int max_devices = 64;
 

@@ -5,7 +5,6 @@
 
 #include <cudamem/detail/arith.hpp>
 #include <cudamem/detail/capture.hpp>
-#include <cudamem/detail/peer_registry.hpp>
 #include <cudamem/kind.hpp>
 #include <cudamem/stream.hpp>
 
@@ -17,8 +16,7 @@
 
 namespace cudamem::detail {
 
-/// One side of a transfer, untyped: `width` elements per row, `pitch` bytes from one row to the next (ignored for
-/// one row); device_id::host() for host and pinned memory.
+/// One side of a transfer, untyped: `height` rows of `width` elements, `pitch` bytes apart; host and pinned: host().
 struct operand {
   const void* addr = nullptr;
   std::size_t width = 0, height = 1, pitch = 0;
@@ -40,9 +38,8 @@ struct region {
   }
 };
 
-/// Checks one operand into `r`: sizes fit std::size_t and the address space, not null with elements, rows within
-/// the pitch; `role` ("dst", "src") names it. Results are filled in place: returning a region by value costs
-/// store-to-load stalls (it is written piecewise) that exceed the checks.
+/// Checks operand `role` ("dst", "src") into `r`: sizes fit std::size_t and the address space, not null with elements,
+/// rows within the pitch. Filled in place: returning a region costs more in store-to-load stalls than the checks.
 inline status check_operand(const operand& o, std::size_t elem_size, const char* role, const char* api,
                             region& r) noexcept {
   auto row_bytes = bytes_of(o.width, elem_size, api);
@@ -93,7 +90,6 @@ struct plan {
 
 /// A 2D transfer may not use a pitch beyond cudaDevAttrMaxPitch, which the driver does not check.
 inline status check_pitch_limits(const plan& p, const char* api) noexcept {
-  if (p.flat() || p.pageable()) return {};
   auto home = p.home() != nullptr ? result<device_id>(p.home()->device) : current_device();
   auto limit = home ? max_pitch(*home) : result<std::size_t>(home.error());
   if (!limit) return limit.error().with_api(api);
@@ -104,21 +100,19 @@ inline status check_pitch_limits(const plan& p, const char* api) noexcept {
   return {};
 }
 
-/// Checks a copy into `p`: extents (a 1D operand matches a 2D one of as many elements, as contiguous rows), each
-/// operand, overlap of the footprints (unified addressing: addresses decide; conservative for interleaved rows),
-/// and the pitch limit.
+/// Checks a copy into `p`: extents (a 1D operand matches a 2D one of as many elements), each operand, overlap of the
+/// footprints (unified addressing: addresses decide; conservative for interleaved rows), the pitch limit.
 inline status plan_copy(plan& p, operand dst, operand src, std::size_t elem_size, cudaMemcpyKind direction,
                         const char* api) noexcept {
   for (auto [flat, shaped] : {std::pair{&dst, &src}, std::pair{&src, &dst}})
     if (flat->height == 1 && shaped->height > 1 && flat->width % shaped->height == 0 &&
         flat->width / shaped->height == shaped->width && steppable(shaped->width, elem_size))
       *flat = {flat->addr, shaped->width, shaped->height, shaped->width * elem_size, flat->device, flat->kind};
-  if (dst.width != src.width || dst.height != src.height) {
-    if (dst.height == 1 && src.height == 1)
-      return error(errc::extents_mismatch, api, "extents differ (dst %zu, src %zu)", dst.width, src.width);
-    return error(errc::extents_mismatch, api, "extents differ (dst %zu x %zu, src %zu x %zu)", dst.width, dst.height,
-                 src.width, src.height);
-  }
+  if (dst.width != src.width || dst.height != src.height)
+    return dst.height == 1 && src.height == 1
+               ? error(errc::extents_mismatch, api, "extents differ (dst %zu, src %zu)", dst.width, src.width)
+               : error(errc::extents_mismatch, api, "extents differ (dst %zu x %zu, src %zu x %zu)", dst.width,
+                       dst.height, src.width, src.height);
   p.direction = direction;
   p.fill = false;
   CUDAMEM_TRY(check_operand(dst, elem_size, "dst", api, p.dst));
@@ -136,11 +130,11 @@ inline status plan_fill(plan& p, const operand& dst, std::size_t elem_size, unsi
   p.fill = true;
   p.value = value;
   CUDAMEM_TRY(check_operand(dst, elem_size, "dst", api, p.dst));
-  return p.dst.empty() || p.flat() || p.pageable() ? status() : check_pitch_limits(p, api);
+  return p.flat() || p.pageable() ? status() : check_pitch_limits(p, api);  // an empty dst is flat
 }
 
-/// The library's 2D copy kernel, set by the first translation unit nvcc compiles with cudamem (detail/copy2d.hpp),
-/// else null. It answers false where cudaMemcpy2DAsync would win (the caller calls that), true once launched.
+/// The 2D copy kernel, set by the first translation unit nvcc compiles with cudamem (detail/copy2d.hpp), else null:
+/// false where cudaMemcpy2DAsync would win (the caller calls that), true once launched.
 inline result<bool> (*copy2d_kernel)(const plan&, stream_ref, const char*) noexcept = nullptr;
 
 /// The one CUDA call of a checked, non-empty plan, ordered on `s`. Does not synchronize.
@@ -173,35 +167,23 @@ inline status enqueue(const plan& p, stream_ref on, const char* api) noexcept {
                "cudaMemcpy2DAsync");
 }
 
-/// While a blocking stream of the current device captures, the legacy stream would join the capture and
-/// invalidate it: a synchronous operation is refused first. The query disturbs nothing.
+/// Refuses a synchronous operation while a blocking stream of the current device captures (the legacy stream joins).
 inline status refuse_during_capture(const char* api) noexcept {
   return refuse_capture(cudaStreamLegacy, api,
                         "a blocking stream is capturing a graph, and the legacy default stream would join it; use the "
                         "stream-ordered form on the capturing stream");
 }
 
-/// Whether the plan copies device memory to host-side memory (pageable or pinned): there cudaMemcpy returns once
-/// the copy is done (CUDA's synchronization rules), as cheap as an enqueue and a synchronize. Not with per-thread
-/// default streams, where cudaMemcpy goes to the per-thread stream.
-inline bool device_to_host([[maybe_unused]] const plan& p) noexcept {
-#if defined(CUDA_API_PER_THREAD_DEFAULT_STREAM)
-  return false;
-#else
-  return !p.fill && p.src.kind == kind_id::device && (p.dst.kind == kind_id::host || p.dst.kind == kind_id::pinned);
-#endif
-}
-
-/// Runs a plan to completion. Pageable memory only: the host does it (no stream-ordered work can touch it). Else on
-/// the legacy stream of the home device, after earlier work there and on the other device's legacy stream.
-/// cudaMemcpy never disturbs a capture elsewhere; a synchronize would, so it runs in relaxed capture mode.
+/// Runs a plan to completion: on the host for pageable memory only, else on the home device's legacy stream after
+/// earlier work there and on the other device's. A synchronize would disturb a capture elsewhere: relaxed mode.
 inline status run_sync(const plan& p, const char* api) noexcept {
-  if (p.dst.empty()) return {};
+  const region &d = p.dst, &s = p.src;
+  if (d.empty()) return {};
   if (p.pageable()) {
-    for (std::size_t row = 0; row < p.dst.rows; ++row) {
-      char* const to = static_cast<char*>(p.dst.addr) + row * p.dst.pitch;
-      if (p.fill) std::memset(to, p.value, p.dst.row_bytes);
-      else std::memcpy(to, static_cast<const char*>(p.src.addr) + row * p.src.pitch, p.dst.row_bytes);
+    for (std::size_t row = 0; row < d.rows; ++row) {
+      char* const to = static_cast<char*>(d.addr) + row * d.pitch;
+      if (p.fill) std::memset(to, p.value, d.row_bytes);
+      else std::memcpy(to, static_cast<const char*>(s.addr) + row * s.pitch, d.row_bytes);
     }
     return {};
   }
@@ -209,11 +191,13 @@ inline status run_sync(const plan& p, const char* api) noexcept {
   auto guard = home != nullptr ? device_guard::set(home->device) : device_guard::keep_current();
   if (!guard) return guard.error().with_api(api);
   CUDAMEM_TRY(refuse_during_capture(api));
-  const region &d = p.dst, &s = p.src;
-  if (device_to_host(p) && p.flat())
-    return check(cudaMemcpy(d.addr, s.addr, d.row_bytes * d.rows, p.direction), api, "cudaMemcpy");
-  if (device_to_host(p))
-    return check(cudaMemcpy2D(d.addr, d.pitch, s.addr, s.pitch, d.row_bytes, d.rows, p.direction), api, "cudaMemcpy2D");
+#if !defined(CUDA_API_PER_THREAD_DEFAULT_STREAM)  // there cudaMemcpy would go to the per-thread stream
+  // From device to host-side memory cudaMemcpy returns once the copy is done: as cheap as an enqueue and a synchronize.
+  if (!p.fill && s.kind == kind_id::device && (d.kind == kind_id::host || d.kind == kind_id::pinned))
+    return p.flat() ? check(cudaMemcpy(d.addr, s.addr, d.row_bytes * d.rows, p.direction), api, "cudaMemcpy")
+                    : check(cudaMemcpy2D(d.addr, d.pitch, s.addr, s.pitch, d.row_bytes, d.rows, p.direction), api,
+                            "cudaMemcpy2D");
+#endif
   relaxed_capture_scope relaxed;
   if (home == &d && !p.fill && s.on_device() && s.device != d.device) {
     auto other_guard = device_guard::set(s.device);
@@ -238,18 +222,6 @@ inline status run_async(const plan& p, stream_ref s, const char* api) noexcept {
   auto device = s.device();
   auto guard = device ? device_guard::set(*device) : result<device_guard>(device.error());
   return guard && guard->previous() != *device ? enqueue(p, s, api) : done;
-}
-
-/// A kernel the library launches on `launch` may touch `r` only where that device can reach it: another device's
-/// memory would fault (losing the context), so it is refused unless a peer_access guard for (launch, r's device) is
-/// held. Pinned and managed memory are reachable from every device.
-inline status check_kernel_access(device_id launch, const region& r, const char* api) noexcept {
-  if (r.kind == kind_id::device && r.device != launch && !peer_access_held(launch, r.device))
-    return error(errc::invalid_argument, api,
-                 "the memory is on device %d, and a kernel on device %d (the stream's) cannot reach it without a "
-                 "peer_access guard",
-                 r.device.get(), launch.get());
-  return {};
 }
 
 }  // namespace cudamem::detail

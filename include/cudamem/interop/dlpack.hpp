@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 /// \file
-/// cudamem views and owners as DLPack tensors (`DLManagedTensor`, DLPack 0.6 and later), and back. Optional: it needs
+/// cudamem views and owners as DLPack tensors (`DLManagedTensor`, DLPack 0.6 and later), and back. Optional: needs
 /// <dlpack/dlpack.h> (Debian and Ubuntu: libdlpack-dev).
 ///
 ///   to_dlpack(span | pitched_span)           result<dlpack_tensor>; the memory stays the caller's
@@ -10,10 +10,9 @@
 ///   dlpack_tensor                            owns a DLManagedTensor*, calls its deleter once; move-only
 ///     static adopt(DLManagedTensor*), get(), release(), explicit operator bool
 ///
-/// Kinds map to device types: device -> kDLCUDA (device_id: the device), pinned -> kDLCUDAHost, managed ->
-/// kDLCUDAManaged, host -> kDLCPU (device_id 0 for the last three, as DLPack asks). Shape and strides count elements:
-/// {size} and {1} for a span, {height, width} and {pitch_bytes / sizeof(T), 1} for pitched rows. Element types:
-/// integers other than bool, float, double (DLPack code, bits, one lane); any other T does not compile.
+/// Kinds map to device types: device -> kDLCUDA (on its device), pinned -> kDLCUDAHost, managed -> kDLCUDAManaged,
+/// host -> kDLCPU (device_id 0 for the last three). Shape and strides count elements. Element types: integers but
+/// bool, float, double; any other T does not compile.
 #pragma once
 
 #include <cudamem/detail/strided_rows.hpp>
@@ -40,11 +39,11 @@ struct dlpack_handle {
 };
 }  // namespace detail
 
-/// Owns a DLManagedTensor: its deleter (if any) is called exactly once, when the owner goes. Move-only.
+/// Owns a DLManagedTensor and calls its deleter (if any) once, when it goes. Move-only.
 class dlpack_tensor {
  public:
   dlpack_tensor() noexcept = default;  ///< Owns nothing.
-  /// Takes ownership of `tensor` (may be null), as a DLPack consumer does of the tensor in a "dltensor" capsule.
+  /// Takes ownership of `tensor` (may be null), as a DLPack consumer does of a "dltensor" capsule's.
   [[nodiscard]] static dlpack_tensor adopt(DLManagedTensor* tensor) noexcept { return dlpack_tensor(tensor); }
   [[nodiscard]] DLManagedTensor* get() const noexcept { return handle_.get(); }  ///< The tensor; null when none.
   /// Gives the tensor up without calling its deleter (e.g. into a PyCapsule); this owns nothing afterwards.
@@ -77,8 +76,7 @@ struct no_owner {};
 template <class Owner>
 struct dlpack_export {
   DLManagedTensor tensor;
-  std::int64_t shape[2];
-  std::int64_t strides[2];
+  std::int64_t shape[2], strides[2];
   Owner owner;
 };
 
@@ -110,8 +108,8 @@ result<dlpack_tensor> export_rows(pitched_span<T, Kind> rows, Owner&& owner) noe
   return export_tensor(rows.data(), 2, {rows.height(), rows.width()}, {*row_stride, 1}, std::forward<Owner>(owner));
 }
 
-// The elements of a tensor of `ndim` dimensions (1: one row) holding T in memory of kind Kind, after checking
-// every rule. Null strides mean compact row-major rows (allowed before DLPack 1.2).
+// The rows of a tensor of `ndim` dimensions (1: one row) of T in memory of kind Kind, every rule checked. Null
+// strides mean compact rows (allowed before DLPack 1.2).
 template <class T, memory_kind Kind>
 result<pitched_span<T, Kind>> import_rows(const DLManagedTensor* tensor, int ndim, const char* api) noexcept {
   if (tensor == nullptr) return error(errc::invalid_argument, api, "the tensor is null");
@@ -147,8 +145,8 @@ result<pitched_span<T, Kind>> import_rows(const DLManagedTensor* tensor, int ndi
 }
 }  // namespace detail
 
-/// `view` as a tensor of shape {size} and stride {1}. The memory stays the caller's: it must outlive every use of the
-/// tensor; the deleter frees only the tensor. Errors: size_overflow; out_of_memory (host memory for the tensor).
+/// `view` as a tensor of shape {size}, stride {1}; the memory stays the caller's (it must outlive the tensor's uses).
+/// Errors: size_overflow; out_of_memory (host memory for the tensor).
 template <class T, memory_kind Kind>
 [[nodiscard]] result<dlpack_tensor> to_dlpack(span<T, Kind> view) noexcept {
   return detail::export_tensor(view.data(), 1, {view.size(), 0}, {1, 0}, detail::no_owner{});
@@ -159,29 +157,28 @@ template <class T, memory_kind Kind>
 [[nodiscard]] result<dlpack_tensor> to_dlpack(pitched_span<T, Kind> view) noexcept {
   return detail::export_rows(view, detail::no_owner{});
 }
-/// The elements of `owner` as to_dlpack(span); the tensor owns them, and its deleter frees them as the buffer would
-/// (on its stream, with its device current). On error `owner` is left as it was. Errors: as to_dlpack(span).
+/// `owner` as to_dlpack(span); the tensor's deleter frees it as the buffer would. On error `owner` is left as it was.
 template <class T, memory_kind Kind>
 [[nodiscard]] result<dlpack_tensor> to_dlpack(buffer<T, Kind>&& owner) noexcept {
   return detail::export_tensor(owner.data(), 1, {owner.size(), 0}, {1, 0}, std::move(owner));
 }
-/// The rows of `owner` as to_dlpack(pitched_span); the tensor owns them, as to_dlpack(buffer&&).
+/// `owner` as to_dlpack(pitched_span); the tensor owns it, as to_dlpack(buffer&&).
 template <class T, memory_kind Kind>
 [[nodiscard]] result<dlpack_tensor> to_dlpack(pitched_buffer<T, Kind>&& owner) noexcept {
   return detail::export_rows(owner.view(), std::move(owner));
 }
 
 /// The elements of `tensor`, of kind Kind (host also takes kDLCUDAHost), as a span valid while the tensor lives.
-/// Errors: invalid_argument naming the rule broken: a null tensor, another device type, another dtype, ndim != 1,
-/// a stride other than 1, a negative extent, stride or device_id, data + byte_offset misaligned for T.
+/// Errors: invalid_argument (null tensor, other device type or dtype, ndim != 1, stride != 1, a negative extent,
+/// stride or device_id, data + byte_offset misaligned for T).
 template <class T, memory_kind Kind>
 [[nodiscard]] result<span<T, Kind>> span_from_dlpack(const DLManagedTensor* tensor) noexcept {
   auto row = detail::import_rows<T, Kind>(tensor, 1, "span_from_dlpack");
   if (!row) return row.error();
   return span<T, Kind>(row->data(), row->width());
 }
-/// The rows of a 2D `tensor` (shape {rows, columns}, strides {pitch in elements, 1}) as a pitched view valid while the
-/// tensor lives. Errors: as span_from_dlpack (ndim != 2), and as make_pitched (a pitch shorter than a row).
+/// The rows of a 2D `tensor` (strides {pitch in elements, 1}) as a pitched view valid while the tensor lives.
+/// Errors: as span_from_dlpack (ndim != 2), and as make_pitched.
 template <class T, memory_kind Kind>
 [[nodiscard]] result<pitched_span<T, Kind>> pitched_from_dlpack(const DLManagedTensor* tensor) noexcept {
   return detail::import_rows<T, Kind>(tensor, 2, "pitched_from_dlpack");

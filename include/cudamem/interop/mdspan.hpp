@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /// \file
-/// cudamem views as `cuda::std::mdspan` and `cuda::std::span`, and back. Optional: it costs the compile time of
-/// libcu++'s <cuda/std/mdspan>, which the core headers avoid.
+/// cudamem views as `cuda::std::mdspan` and `cuda::std::span`, and back. Optional: libcu++'s <cuda/std/mdspan> costs
+/// compile time the core headers avoid.
 ///
 ///   to_mdspan(span<T, K>)                    mdspan<T, dextents<size_t, 1>> (layout_right); host and device
 ///   to_mdspan(pitched_span<T, K>)            result<pitched_mdspan<T>>: layout_stride, strides {pitch / sizeof(T), 1}
@@ -10,9 +10,8 @@
 ///   to_cuda_span(span<T, K>)                 cuda::std::span<T>; host and device
 ///   from_cuda_span<K>(cuda::std::span [, device_id])   span<T, K>, not checked; host and device
 ///
-/// An mdspan or cuda::std::span does not know its memory kind or device: going back, the caller names the kind
-/// (and the device for device and managed memory; host and pinned memory are on device_id::host()). Indexing an
-/// mdspan is not checked against the kind: the compile-time access rule ends at the conversion.
+/// Going back, the caller names the kind (and the device for device and managed memory). Indexing an mdspan is not
+/// checked against the kind: the compile-time access rule ends at the conversion.
 #pragma once
 
 #include <cudamem/detail/strided_rows.hpp>
@@ -26,8 +25,7 @@
 
 namespace cudamem {
 
-/// The mdspan of a pitched view: rows `stride(0)` elements apart, unit stride within a row. `submdspan` of it is a
-/// layout_stride mdspan again.
+/// The mdspan of a pitched view: rows `stride(0)` elements apart, unit stride within a row.
 template <class T>
 using pitched_mdspan = cuda::std::mdspan<T, cuda::std::dextents<std::size_t, 2>, cuda::std::layout_stride>;
 
@@ -38,8 +36,8 @@ template <class T, memory_kind Kind>
   return cuda::std::mdspan<T, cuda::std::dextents<std::size_t, 1>>(view.data().get(), view.size());
 }
 
-/// The rows of `view` as a 2D mdspan (extents {height, width}, strides {pitch_bytes / sizeof(T), 1}). Errors:
-/// invalid_argument when the pitch is not a whole number of elements (an mdspan's strides count elements).
+/// The rows of `view` as a 2D mdspan (strides {pitch_bytes / sizeof(T), 1}). Errors: invalid_argument when the pitch
+/// is not a whole number of elements.
 template <class T, memory_kind Kind>
 [[nodiscard]] result<pitched_mdspan<T>> to_mdspan(pitched_span<T, Kind> view) noexcept {
   auto row_stride = detail::row_stride_in_elements(view, "to_mdspan");
@@ -52,8 +50,7 @@ template <class T, memory_kind Kind>
 }
 
 namespace detail {
-// Host and pinned memory live on device_id::host(); device and managed memory need the caller to say where.
-template <class K>
+template <class K>  // host and pinned memory are on device_id::host()
 concept kind_without_device = std::is_same_v<K, host> || std::is_same_v<K, pinned>;
 // An mdspan whose data handle is a plain T* and whose layout has strides.
 template <class MD, std::size_t Rank>
@@ -61,8 +58,7 @@ concept plain_strided_mdspan = MD::rank() == Rank && MD::is_always_strided() &&
                                std::is_same_v<typename MD::data_handle_type, typename MD::element_type*>;
 }  // namespace detail
 
-/// The elements of a 1D mdspan, which the caller asserts is memory of kind Kind on `id`. Errors: invalid_argument
-/// when its stride is not 1 (a span is contiguous).
+/// The elements of a 1D mdspan of kind Kind on `id` (as the caller asserts). Errors: invalid_argument (stride != 1).
 template <memory_kind Kind, class MD>
   requires detail::plain_strided_mdspan<MD, 1>
 [[nodiscard]] result<span<typename MD::element_type, Kind>> to_span(const MD& md, device_id id) noexcept {
@@ -78,9 +74,8 @@ template <memory_kind Kind, class MD>
   return to_span<Kind>(md, device_id::host());
 }
 
-/// The rows of a 2D mdspan (extents {rows, columns}), which the caller asserts is memory of kind Kind on `id`, as a
-/// pitched view with pitch stride(0) * sizeof(T). Errors: invalid_argument when the columns are not adjacent
-/// (stride(1) != 1) or the pitch breaks make_pitched's rules; size_overflow.
+/// The rows of a 2D mdspan of kind Kind on `id` (as the caller asserts), pitch stride(0) * sizeof(T). Errors:
+/// invalid_argument (stride(1) != 1, or as make_pitched); size_overflow.
 template <memory_kind Kind, class MD>
   requires detail::plain_strided_mdspan<MD, 2>
 [[nodiscard]] result<pitched_span<typename MD::element_type, Kind>> to_pitched_span(const MD& md,
@@ -100,7 +95,7 @@ template <class T, memory_kind Kind>
 [[nodiscard]] CUDAMEM_HD constexpr cuda::std::span<T> to_cuda_span(span<T, Kind> view) noexcept {
   return cuda::std::span<T>(view.data().get(), view.size());
 }
-/// The elements of `view`, which the caller asserts is memory of kind Kind on `id`. Not checked; usable in kernels.
+/// The elements of `view` as memory of kind Kind on `id` (not checked). Usable in kernels.
 template <memory_kind Kind, class T, std::size_t Extent>
 [[nodiscard]] CUDAMEM_HD constexpr span<T, Kind> from_cuda_span(cuda::std::span<T, Extent> view,
                                                                 device_id id) noexcept {

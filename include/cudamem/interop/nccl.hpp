@@ -39,9 +39,7 @@ template <class>
 inline constexpr bool unsupported = false;
 template <class T, class U = std::remove_cv_t<T>>
 constexpr ncclDataType_t data_type_for() noexcept {
-  constexpr bool integer = std::is_integral_v<U> && !std::is_same_v<U, bool> && !std::is_same_v<U, char> &&
-                           !std::is_same_v<U, wchar_t> && !std::is_same_v<U, char8_t> && !std::is_same_v<U, char16_t> &&
-                           !std::is_same_v<U, char32_t>;
+  constexpr bool integer = std::is_integral_v<U> && !is_any_of<U, bool, char, wchar_t, char8_t, char16_t, char32_t>;
   if constexpr (std::is_same_v<U, float>) return ncclFloat32;
   else if constexpr (std::is_same_v<U, double>) return ncclFloat64;
   else if constexpr (std::is_same_v<U, __half>) return ncclFloat16;
@@ -91,8 +89,7 @@ struct group_handle {  // what a group owns: a ncclGroupStart still to be ended
 };
 }  // namespace detail
 
-/// The identity of a communicator that ranks in several processes join: rank 0 makes it and passes its bytes
-/// (`native`, NCCL_UNIQUE_ID_BYTES) to every other rank, as a launcher passes data (a pipe, a file, MPI_Bcast).
+/// A communicator's identity: rank 0 makes it and passes `native` (NCCL_UNIQUE_ID_BYTES) to every other rank.
 struct unique_id {
   ncclUniqueId native{};  ///< The bytes to pass on.
   /// A fresh id (ncclGetUniqueId; it may open a bootstrap socket). Errors: NCCL errors.
@@ -140,8 +137,7 @@ class communicator {
   [[nodiscard]] device_id device() const noexcept { return device_; }       ///< The device of this rank.
   [[nodiscard]] ncclComm_t get() const noexcept { return comm_.get(); }     ///< The raw handle; null when empty.
   [[nodiscard]] bool valid() const noexcept { return comm_.valid(); }       ///< False when empty.
-  /// Abandons the communicator (ncclCommAbort): pending operations are cancelled, as after a failure of another
-  /// rank. Empty afterwards. Errors: invalid_argument (empty); NCCL errors.
+  /// Abandons it (ncclCommAbort), cancelling pending operations; empty afterwards. Errors: invalid_argument, NCCL.
   [[nodiscard]] status abort() noexcept {
     if (!valid()) return error(errc::invalid_argument, "nccl::communicator::abort", "the communicator is empty");
     return detail::check_nccl(ncclCommAbort(comm_.release()), "nccl::communicator::abort", "ncclCommAbort");
@@ -155,9 +151,8 @@ class communicator {
   device_id device_;
 };
 
-/// A group of NCCL calls (ncclGroupStart): they are issued together when it ends, which several send/receive pairs
-/// and one thread driving several devices need. end() reports the grouped calls' errors; a group that goes out of
-/// scope unended is ended then (a failure goes to the release handler).
+/// A group of NCCL calls (ncclGroupStart), issued together when it ends (as several send/receive pairs, or one thread
+/// driving several devices, need). A group left unended is ended by its destructor (failures: the release handler).
 class group {
  public:
   /// Starts a group. Errors: NCCL errors.
@@ -165,8 +160,7 @@ class group {
     CUDAMEM_TRY(detail::check_nccl(ncclGroupStart(), "nccl::group::start", "ncclGroupStart"));
     return group();
   }
-  /// Ends the group (ncclGroupEnd): the calls are enqueued on their streams. Errors: invalid_argument (ended
-  /// already, or moved from); NCCL errors of the grouped calls.
+  /// Ends the group (ncclGroupEnd), enqueuing its calls. Errors: invalid_argument (ended already); NCCL errors.
   [[nodiscard]] status end() noexcept {
     if (!open_.release()) return error(errc::invalid_argument, "nccl::group::end", "the group has ended already");
     return detail::check_nccl(ncclGroupEnd(), "nccl::group::end", "ncclGroupEnd");
@@ -199,40 +193,31 @@ inline bool fits(extents rule, std::size_t sent, std::size_t received, int ranks
          (rule == extents::send_ranks_times && sent == times(received)) ||
          (rule == extents::recv_ranks_times && received == times(sent));
 }
-/// The checks every call shares: a usable communicator and stream, views on its device, extents that fit `rule`,
-/// and `rank` (a root or peer; no_rank: none) a rank of the communicator.
-inline status check_call(const communicator& comm, stream_ref s, device_id send_device, device_id recv_device,
-                         std::size_t sent, std::size_t received, extents rule, int rank, const char* api) noexcept {
-  if (!comm.valid()) return error(errc::invalid_argument, api, "the communicator is empty");
-  if (!s.valid()) return handle_moved_from(api, "stream");
-  for (device_id where : {send_device, recv_device})
-    if (where != comm.device())
-      return error(errc::invalid_argument, api, "a view is on device %d, the communicator's rank on device %d",
-                   where.get(), comm.device().get());
-  if (!fits(rule, sent, received, comm.size()))
-    return error(errc::extents_mismatch, api, "send has %zu elements, recv %zu, with %d ranks (needs %s)", sent,
-                 received, comm.size(), rule_text[static_cast<int>(rule)]);
-  if (rank != no_rank && (rank < 0 || rank >= comm.size()))
-    return error(errc::out_of_range, api, "rank %d out of range (%d ranks)", rank, comm.size());
-  return {};
-}
-/// Checks a call on `send` and `recv` (the same view for send() and receive()), then makes it: `call(send address,
-/// recv address, NCCL's type)` returns the ncclResult_t of `nccl_call`.
-template <class Send, class Recv, class Call>
-status issue(const communicator& comm, Send& send, Recv& recv, stream_ref s, extents rule, int rank, const char* api,
-             const char* nccl_call, Call&& call) noexcept {
+/// Checks a call (communicator, stream, devices, extents by `rule`, `rank` unless no_rank), then returns NCCL's result
+/// of `fn(send, recv, count, type, args..., comm, stream)`; count is recv's for reduce_scatter, else send's.
+template <bool Writes, class Send, class Recv, class Fn, class... Args>
+status issue(const char* api, const char* nccl_call, Fn fn, const communicator& comm, Send& send, Recv& recv,
+             stream_ref s, extents rule, int rank, Args... args) noexcept {
   const auto in = send.view();
   const auto out = recv.view();
   using T = typename decltype(out)::element_type;
   static_assert(std::is_same_v<std::remove_cv_t<typename decltype(in)::element_type>, std::remove_cv_t<T>>,
                 "cudamem::nccl: the element types of send and recv differ");
-  CUDAMEM_TRY(check_call(comm, s, in.device(), out.device(), in.size(), out.size(), rule, rank, api));
-  return check_nccl(call(in.data().get(), out.data().get(), data_type_of<T>), api, nccl_call);
-}
-template <class View>
-constexpr void check_writable() {
-  static_assert(!std::is_const_v<typename decltype(std::declval<View&>().view())::element_type>,
-                "cudamem::nccl: recv is a view of const elements");
+  static_assert(!Writes || !std::is_const_v<T>, "cudamem::nccl: recv is a view of const elements");
+  if (!comm.valid()) return error(errc::invalid_argument, api, "the communicator is empty");
+  if (!s.valid()) return handle_moved_from(api, "stream");
+  for (device_id where : {in.device(), out.device()})
+    if (where != comm.device())
+      return error(errc::invalid_argument, api, "a view is on device %d, the communicator's rank on device %d",
+                   where.get(), comm.device().get());
+  if (!fits(rule, in.size(), out.size(), comm.size()))
+    return error(errc::extents_mismatch, api, "send has %zu elements, recv %zu, with %d ranks (needs %s)", in.size(),
+                 out.size(), comm.size(), rule_text[static_cast<int>(rule)]);
+  if (rank != no_rank && (rank < 0 || rank >= comm.size()))
+    return error(errc::out_of_range, api, "rank %d out of range (%d ranks)", rank, comm.size());
+  const std::size_t count = rule == extents::send_ranks_times ? out.size() : in.size();
+  return check_nccl(fn(in.data().get(), out.data().get(), count, data_type_of<T>, args..., comm.get(), s.get()), api,
+                    nccl_call);
 }
 }  // namespace detail
 
@@ -242,11 +227,8 @@ template <class Send, class Recv>
   requires detail::device_views<Send, Recv>
 [[nodiscard]] status all_reduce(const communicator& comm, Send&& send, Recv&& recv, reduce_op op,
                                 stream_ref s) noexcept {
-  detail::check_writable<Recv>();
-  return detail::issue(comm, send, recv, s, detail::extents::equal, detail::no_rank, "nccl::all_reduce",
-                       "ncclAllReduce", [&](auto in, auto out, ncclDataType_t type) {
-                         return ncclAllReduce(in, out, send.view().size(), type, ncclRedOp_t(op), comm.get(), s.get());
-                       });
+  return detail::issue<true>("nccl::all_reduce", "ncclAllReduce", ncclAllReduce, comm, send, recv, s,
+                             detail::extents::equal, detail::no_rank, ncclRedOp_t(op));
 }
 /// all_reduce in place: `data` of every rank becomes the reduction.
 template <class Data>
@@ -254,60 +236,43 @@ template <class Data>
 [[nodiscard]] status all_reduce(const communicator& comm, Data&& data, reduce_op op, stream_ref s) noexcept {
   return all_reduce(comm, data, data, op, s);
 }
-/// Copies `send` of rank `root` into `recv` of every rank (ncclBroadcast); `send` is read on `root` only; extents
-/// must match. Errors: as all_reduce; out_of_range (root).
+/// Copies `send` of rank `root` (read there only) into `recv` of every rank (ncclBroadcast); extents must match.
+/// Errors: as all_reduce; out_of_range (root).
 template <class Send, class Recv>
   requires detail::device_views<Send, Recv>
 [[nodiscard]] status broadcast(const communicator& comm, Send&& send, Recv&& recv, int root, stream_ref s) noexcept {
-  detail::check_writable<Recv>();
-  return detail::issue(comm, send, recv, s, detail::extents::equal, root, "nccl::broadcast", "ncclBroadcast",
-                       [&](auto in, auto out, ncclDataType_t type) {
-                         return ncclBroadcast(in, out, send.view().size(), type, root, comm.get(), s.get());
-                       });
+  return detail::issue<true>("nccl::broadcast", "ncclBroadcast", ncclBroadcast, comm, send, recv, s,
+                             detail::extents::equal, root, root);
 }
-/// Reduces `send` (ranks * recv.size() elements) over the ranks; rank r gets block r in `recv`
-/// (ncclReduceScatter). Errors: as all_reduce.
+/// Reduces `send` (ranks * recv.size()); rank r gets block r in `recv` (ncclReduceScatter). Errors: as all_reduce.
 template <class Send, class Recv>
   requires detail::device_views<Send, Recv>
 [[nodiscard]] status reduce_scatter(const communicator& comm, Send&& send, Recv&& recv, reduce_op op,
                                     stream_ref s) noexcept {
-  detail::check_writable<Recv>();
-  return detail::issue(comm, send, recv, s, detail::extents::send_ranks_times, detail::no_rank, "nccl::reduce_scatter",
-                       "ncclReduceScatter", [&](auto in, auto out, ncclDataType_t type) {
-                         return ncclReduceScatter(in, out, recv.view().size(), type, ncclRedOp_t(op), comm.get(),
-                                                  s.get());
-                       });
+  return detail::issue<true>("nccl::reduce_scatter", "ncclReduceScatter", ncclReduceScatter, comm, send, recv, s,
+                             detail::extents::send_ranks_times, detail::no_rank, ncclRedOp_t(op));
 }
-/// Gathers `send` of every rank into `recv` (ranks * send.size() elements), rank r's at block r (ncclAllGather).
-/// Errors: as all_reduce.
+/// Gathers rank r's `send` into block r of every `recv` (ranks * send.size(); ncclAllGather). Errors: as all_reduce.
 template <class Send, class Recv>
   requires detail::device_views<Send, Recv>
 [[nodiscard]] status all_gather(const communicator& comm, Send&& send, Recv&& recv, stream_ref s) noexcept {
-  detail::check_writable<Recv>();
-  return detail::issue(comm, send, recv, s, detail::extents::recv_ranks_times, detail::no_rank, "nccl::all_gather",
-                       "ncclAllGather", [&](auto in, auto out, ncclDataType_t type) {
-                         return ncclAllGather(in, out, send.view().size(), type, comm.get(), s.get());
-                       });
+  return detail::issue<true>("nccl::all_gather", "ncclAllGather", ncclAllGather, comm, send, recv, s,
+                             detail::extents::recv_ranks_times, detail::no_rank);
 }
 /// Sends `data` to rank `peer`, which receives as many elements (ncclSend; in one group with the matching
 /// receive when both ranks send). Errors: invalid_argument, out_of_range (peer), NCCL errors.
 template <class Data>
   requires detail::device_views<Data>
 [[nodiscard]] status send(const communicator& comm, Data&& data, int peer, stream_ref s) noexcept {
-  return detail::issue(comm, data, data, s, detail::extents::any, peer, "nccl::send", "ncclSend",
-                       [&](auto in, auto, ncclDataType_t type) {
-                         return ncclSend(in, data.view().size(), type, peer, comm.get(), s.get());
-                       });
+  const auto call = [](const void* in, const void*, auto... rest) { return ncclSend(in, rest...); };
+  return detail::issue<false>("nccl::send", "ncclSend", call, comm, data, data, s, detail::extents::any, peer, peer);
 }
 /// Receives `data.size()` elements from rank `peer` into `data` (ncclRecv). Errors: as send.
 template <class Data>
   requires detail::device_views<Data>
 [[nodiscard]] status receive(const communicator& comm, Data&& data, int peer, stream_ref s) noexcept {
-  detail::check_writable<Data>();
-  return detail::issue(comm, data, data, s, detail::extents::any, peer, "nccl::receive", "ncclRecv",
-                       [&](auto, auto out, ncclDataType_t type) {
-                         return ncclRecv(out, data.view().size(), type, peer, comm.get(), s.get());
-                       });
+  const auto call = [](const void*, void* out, auto... rest) { return ncclRecv(out, rest...); };
+  return detail::issue<true>("nccl::receive", "ncclRecv", call, comm, data, data, s, detail::extents::any, peer, peer);
 }
 
 }  // namespace cudamem::nccl

@@ -1,16 +1,15 @@
 // SPDX-License-Identifier: MIT
 /// \file
-/// Thrust on cudamem memory and streams: Thrust's temporary storage from a cudamem device resource (by default the
-/// one registered on the stream), an execution policy on a cudamem stream, and device spans as Thrust iterators.
+/// Thrust on cudamem memory and streams: temporary storage from a device resource (by default the stream's), an
+/// execution policy on a stream, and device spans as Thrust iterators.
 ///
 ///     thrust_allocator(stream_ref s [, resource_ref<device> r])    r defaults to allocator_for(s)
 ///     thrust_policy(stream_ref s [, resource_ref<device> r])       thrust::cuda::par_nosync(allocator).on(s)
 ///     to_thrust(device_span<T>) -> thrust::device_ptr<T>;  thrust_begin / thrust_end
 ///     from_thrust(thrust::device_ptr<T>, count, device_id) -> device_span<T>
 ///
-/// Optional, and for nvcc only (Thrust's CUDA backend needs it): in a plain C++ file this header declares nothing.
-/// Thrust reports errors by throwing; so does this allocator when its resource fails (thrust's bad_alloc, with
-/// cudamem's message), which is the one place cudamem throws.
+/// Optional, nvcc only (Thrust's CUDA backend needs it): elsewhere it declares nothing. Thrust reports errors by
+/// throwing, and so does this allocator (thrust's bad_alloc): the one place cudamem throws.
 #pragma once
 
 #include <cudamem/registry.hpp>
@@ -27,8 +26,8 @@
 
 namespace cudamem {
 
-/// A Thrust allocator (bytes) over a device resource, ordered on a stream: temporary storage comes from the
-/// resource and goes back to it on that stream, without synchronizing. The resource must outlive the allocator.
+/// A Thrust allocator of bytes from a device resource, ordered on a stream without synchronizing. The resource must
+/// outlive it.
 class thrust_allocator {
  public:
   using value_type = char;  ///< Thrust allocates temporary storage as bytes
@@ -37,8 +36,8 @@ class thrust_allocator {
   /// Allocates from `resource`, on `s`.
   thrust_allocator(stream_ref s, resource_ref<device> resource) noexcept : stream_(s), resource_(resource) {}
 
-  /// `bytes` bytes, 256-byte aligned. Throws thrust::system::detail::bad_alloc when the resource fails (aborts in
-  /// builds without exceptions, after printing the message).
+  /// `bytes` bytes, 256-byte aligned. Throws thrust::system::detail::bad_alloc when the resource fails (without
+  /// exceptions: prints the message and aborts).
   char* allocate(std::ptrdiff_t bytes) {
     auto got = resource_.allocate(stream_, static_cast<std::size_t>(bytes), 256);
     if (!got) fail(got.error());
@@ -62,8 +61,7 @@ class thrust_allocator {
   resource_ref<device> resource_;
 };
 
-/// Thrust's CUDA policy on `s`, without the synchronizations Thrust can skip (par_nosync; an algorithm that returns
-/// a value still waits for it), with temporary storage from `resource`.
+/// Thrust's CUDA policy on `s` (par_nosync: an algorithm returning a value still waits), storage from `resource`.
 [[nodiscard]] inline auto thrust_policy(stream_ref s, resource_ref<device> resource) noexcept {
   return thrust::cuda::par_nosync(thrust_allocator(s, resource)).on(s.get());
 }
@@ -85,8 +83,7 @@ template <class T>
 [[nodiscard]] thrust::device_ptr<T> thrust_end(span<T, device> s) noexcept {
   return to_thrust(s) + static_cast<std::ptrdiff_t>(s.size());
 }
-/// Views `count` elements from a Thrust device pointer, which the caller asserts points at device memory on `id`.
-/// Not checked.
+/// Views `count` elements from a Thrust device pointer to device memory on `id` (not checked).
 template <class T>
 [[nodiscard]] span<T, device> from_thrust(thrust::device_ptr<T> first, std::size_t count, device_id id) noexcept {
   return make_span<device>(thrust::raw_pointer_cast(first), count, id);
