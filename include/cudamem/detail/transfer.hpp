@@ -24,12 +24,13 @@ struct operand {
   kind_id kind = kind_id::host;
 };
 
-/// A checked operand in bytes; footprint: from the first byte to one past the last.
+/// A checked operand in bytes; footprint: from the first byte to one past the last. No default values: check_operand
+/// sets every member, and zeroing each plan first would cost the stream-ordered path.
 struct region {
-  void* addr = nullptr;
-  std::size_t row_bytes = 0, rows = 0, pitch = 0, footprint = 0;
-  device_id device = device_id::host();
-  kind_id kind = kind_id::host;
+  void* addr;
+  std::size_t row_bytes, rows, pitch, footprint;
+  device_id device;
+  kind_id kind;
 
   [[nodiscard]] bool empty() const noexcept { return footprint == 0; }
   [[nodiscard]] bool contiguous() const noexcept { return rows == 1 || pitch == row_bytes; }
@@ -102,12 +103,16 @@ inline status check_pitch_limits(const plan& p, const char* api) noexcept {
 
 /// Checks a copy into `p`: extents (a 1D operand matches a 2D one of as many elements), each operand, overlap of the
 /// footprints (unified addressing: addresses decide; conservative for interleaved rows), the pitch limit.
-inline status plan_copy(plan& p, operand dst, operand src, std::size_t elem_size, cudaMemcpyKind direction,
-                        const char* api) noexcept {
-  for (auto [flat, shaped] : {std::pair{&dst, &src}, std::pair{&src, &dst}})
-    if (flat->height == 1 && shaped->height > 1 && flat->width % shaped->height == 0 &&
-        flat->width / shaped->height == shaped->width && steppable(shaped->width, elem_size))
-      *flat = {flat->addr, shaped->width, shaped->height, shaped->width * elem_size, flat->device, flat->kind};
+inline status plan_copy(plan& p, const operand& dst, const operand& src, std::size_t elem_size,
+                        cudaMemcpyKind direction, const char* api) noexcept {
+  if (dst.height != src.height) [[unlikely]] {  // operands by reference: copying them stalls the common case
+    operand d = dst, s = src;
+    for (auto [flat, shaped] : {std::pair{&d, &s}, std::pair{&s, &d}})
+      if (flat->height == 1 && shaped->height > 1 && flat->width % shaped->height == 0 &&
+          flat->width / shaped->height == shaped->width && steppable(shaped->width, elem_size))
+        *flat = {flat->addr, shaped->width, shaped->height, shaped->width * elem_size, flat->device, flat->kind};
+    if (d.height == s.height) return plan_copy(p, d, s, elem_size, direction, api);
+  }
   if (dst.width != src.width || dst.height != src.height)
     return dst.height == 1 && src.height == 1
                ? error(errc::extents_mismatch, api, "extents differ (dst %zu, src %zu)", dst.width, src.width)
@@ -215,8 +220,9 @@ inline status run_async(const plan& p, stream_ref s, const char* api) noexcept {
     return handle_moved_from(api, "stream");
   if (p.dst.empty()) return {};
   status done = enqueue(p, s, api);
-  if (done || done.error() != cudaErrorInvalidValue) [[likely]]
-    return done;
+  if (done) [[likely]]
+    return {};  // not `done`: copying a status copies its whole error
+  if (done.error() != cudaErrorInvalidValue) return done;
   // Pool memory is mapped only where its device (or one given access) is current: CUDA refuses the copy with
   // invalid-value while another device is. Retry once with the stream's device current; the hot path pays nothing.
   auto device = s.device();
