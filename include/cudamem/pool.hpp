@@ -8,8 +8,8 @@
 ///     statistics_adaptor<Upstream>      bytes and blocks outstanding, peak
 ///     limit_adaptor<Upstream>           a byte budget; over it: errc::out_of_memory naming the budget
 ///
-/// Each holds its upstream by reference: the upstream must outlive it. Every resource here takes zero bytes as "no
-/// allocation": allocate returns null, deallocate accepts null. See docs/allocators.md.
+/// Each holds its upstream by reference: the upstream must outlive it. Zero bytes is "no allocation" everywhere:
+/// allocate returns null, deallocate accepts null. See docs/allocators.md.
 #pragma once
 
 #include <cudamem/detail/stream_order.hpp>
@@ -21,15 +21,14 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <tuple>
 #include <utility>
 #include <vector>
 
 namespace cudamem {
 
-/// Sets cudaMemPoolAttrReleaseThreshold of device `id`'s default memory pool (the one device_pool_resource draws
-/// from): memory up to `bytes` stays in the pool when a stream synchronizes instead of going back to the driver, so
-/// the next cudaMallocAsync is cheap. Process-wide for that device; does not synchronize. Errors: out_of_range (no
-/// such device); not_supported (no memory pools); CUDA errors.
+/// Keeps up to `bytes` in device `id`'s default memory pool (device_pool_resource's) across syncs: process-wide, does
+/// not synchronize. Errors: out_of_range (no such device); not_supported (no memory pools); CUDA errors.
 [[nodiscard]] inline status set_pool_release_threshold(device_id id, std::uint64_t bytes = ~std::uint64_t{0}) noexcept {
   constexpr const char* api = "set_pool_release_threshold";
   auto pools = detail::cached_attribute<cudaDevAttrMemoryPoolsSupported>(id, api);
@@ -41,14 +40,7 @@ namespace cudamem {
                        "cudaMemPoolSetAttribute");
 }
 
-namespace detail {
-inline bool is_out_of_memory(const error& e) noexcept {
-  return e.cuda_status() == cudaErrorMemoryAllocation || e.code() == errc::out_of_memory;
-}
-}  // namespace detail
-
-/// What a caching_pool holds and has done (a snapshot; each stream's counters are read under its lock, one at a
-/// time).
+/// What a caching_pool holds and has done: a snapshot, each stream's counters read under its lock in turn.
 struct caching_statistics {
   std::size_t bytes_in_use = 0;           ///< bytes handed out and not yet freed (by size class)
   std::size_t blocks_in_use = 0;          ///< blocks handed out and not yet freed
@@ -63,20 +55,11 @@ struct caching_statistics {
   std::size_t out_of_memory_retries = 0;  ///< times the cache was given back after out-of-memory
 };
 
-/// Caches blocks of `Upstream` (any resource) in free lists per (stream, size class: four per power of two from 256
-/// bytes). A block freed on stream A is reused on A at once (stream order makes that safe). Another stream B of A's
-/// device takes it only once an event recorded on A after the free has completed (B never waits for A): A records
-/// that event the next time it allocates or frees after some stream found A's blocks unmarked, so a stream that
-/// keeps to its own blocks records nothing. On out-of-memory it gives back every cached block (waiting for their
-/// streams, or for the device where no event covers a block) and retries once.
-///
-/// Thread-safe, with one lock per stream: threads on their own streams do not contend. The hot path makes one
-/// driver call per allocate and per free (the capture status) and no runtime call; a stream_ref made from a raw
-/// handle adds cudaStreamGetId. Serves up to max_streams streams at a time with a cache; a stream beyond that
-/// (served by the upstream, taking the pool's mutex at each call), or one whose handle CUDA reused for a new
-/// stream, is still served correctly. The release handler must not call into the pool that reports to it. Refuses a
-/// capturing stream (capture_active): register device_pool_resource on streams you capture. It must outlive its
-/// buffers; blocks still in use when it is destroyed are lost to it.
+/// Caches blocks of `Upstream` in free lists per (stream, size class). A block freed on stream A is reused on A at
+/// once; another stream of A's device takes it once an event A records on demand after the free has completed. Out
+/// of memory: gives back the cache and retries once. Thread-safe, one lock per stream; caches for max_streams
+/// streams at once (others go straight to the upstream). Refuses a capturing stream (capture_active). The release
+/// handler must not call into the pool. It must outlive its buffers. See docs/allocators.md.
 template <class Upstream, class StreamOrder = detail::cuda_stream_order>
 class caching_pool {
  public:
@@ -96,9 +79,8 @@ class caching_pool {
     for (auto& st : states_) order_.destroy(st->event);
   }
 
-  /// A block of at least `bytes` usable on `s` in its order; does not synchronize. Errors: invalid_argument
-  /// (alignment not a power of two; a moved-from stream); not_supported (alignment > 256); size_overflow;
-  /// capture_active; the upstream's (out of memory: after giving back the cache and retrying once).
+  /// A block of at least `bytes` for `s`, in its order; does not synchronize. Errors: invalid_argument (alignment,
+  /// moved-from stream); not_supported (alignment > 256); size_overflow; capture_active; the upstream's.
   [[nodiscard]] result<void*> allocate(stream_ref s, std::size_t bytes, std::size_t alignment) noexcept {
     constexpr const char* api = "caching_pool::allocate";
     CUDAMEM_TRY(detail::check_alignment(alignment, api));
@@ -113,12 +95,12 @@ class caching_pool {
       if (void* own = take_own(*st, *cls, s)) return own;
       if (void* other = take_other(*st, *cls)) return other;
     }
-    const int device = device_for(st, s);
-    auto from_upstream = [&] {
+    auto from_upstream = [&, device = device_for(st, s)] {
       return order_.on_device(device, [&] { return upstream_.allocate(s, cls->bytes, block_alignment); });
     };
     auto fresh = from_upstream();
-    if (!fresh && detail::is_out_of_memory(fresh.error())) {
+    if (!fresh &&
+        (fresh.error().cuda_status() == cudaErrorMemoryAllocation || fresh.error().code() == errc::out_of_memory)) {
       release();
       retries_.fetch_add(1, std::memory_order_relaxed);
       fresh = from_upstream();
@@ -126,12 +108,11 @@ class caching_pool {
     if (!fresh) return fresh.error();
     reserve(cls->bytes, 1);
     const std::lock_guard<detail::spin_lock> lock(st->lock);
-    st->hand_out(cls->bytes);
+    st->in_use(cls->bytes, 1);
     return *fresh;
   }
-  /// Takes a block back into the cache of `s` (the stream its last use was queued on); does not synchronize. A
-  /// stream the pool cannot cache for (a default stream, a capturing one) gets it straight back to the upstream in
-  /// its order; a moved-from stream gets it back after the device is idle, and the release handler hears why.
+  /// Caches a block for `s`, its last use's stream; does not synchronize. A default or capturing stream gives it to
+  /// the upstream in its order; on a moved-from one it stays in use. Failures go to the release handler.
   void deallocate(stream_ref s, void* p, std::size_t bytes, std::size_t) noexcept {
     if (p == nullptr) return;
     constexpr const char* api = "caching_pool::deallocate";
@@ -148,10 +129,10 @@ class caching_pool {
       status marked;
       {
         const std::lock_guard<detail::spin_lock> lock(st->lock);
-        if (st->retired) continue;  // given up since it was found: find the stream's state again
+        if (st->retired) continue;  // retired since found: look again
         if (!st->lists) st->lists = std::make_unique<std::vector<block>[]>(detail::size_classes);
         st->lists[cls.index].push_back(block{p, ++st->frees});
-        st->take_back(cls.bytes);
+        st->in_use(0 - cls.bytes, std::size_t(0) - 1);
         if (st->demanded) marked = mark(*st, s);
       }
       if (!marked) report_release_failure(marked.error());
@@ -161,17 +142,15 @@ class caching_pool {
     if (!s.valid()) return;  // no stream to order the free on, nor a device known to wait for: it stays in use
     {
       const std::lock_guard<detail::spin_lock> lock(overflow_.lock);  // before `reserve`: statistics() reads
-      overflow_.take_back(cls.bytes);                                // in-use first, reserved second
+      overflow_.in_use(0 - cls.bytes, std::size_t(0) - 1);           // in-use first, reserved second
     }
     order_.on_device(device_for(nullptr, s), [&] { upstream_.deallocate(s, p, cls.bytes, block_alignment); });
     reserve(0 - cls.bytes, std::size_t(0) - 1);
   }
 
-  /// Gives the upstream every cached block known to be done; does not wait. Streams with blocks no event covers yet
-  /// are asked to record one, so a later trim can give those back too.
+  /// Gives back the cached blocks known to be done and asks streams to mark the rest; does not wait.
   void trim() noexcept { give_back(false); }
-  /// Waits for the streams of all cached blocks (or their devices, where no event covers a block), then gives every
-  /// one to the upstream; synchronizes.
+  /// Waits for the streams (or devices) of all cached blocks and gives every one back; synchronizes.
   void release() noexcept { give_back(true); }
   /// A snapshot of the counters.
   [[nodiscard]] caching_statistics statistics() const noexcept {
@@ -184,7 +163,7 @@ class caching_pool {
     out.bytes_reserved = reserved_bytes_.load(std::memory_order_relaxed);
     out.blocks_reserved = reserved_blocks_.load(std::memory_order_relaxed);
     out.peak_bytes_reserved = peak_.load(std::memory_order_relaxed);
-    // Per-stream sums taken while blocks move between streams can be off for a moment: keep them in range.
+    // Sums taken while blocks move between streams can be off for a moment.
     const auto clamp = [](std::size_t v, std::size_t most) {
       return static_cast<std::ptrdiff_t>(v) < 0 ? 0 : std::min(v, most);
     };
@@ -203,28 +182,23 @@ class caching_pool {
     void* address;
     std::uint64_t mark;  // the stream's free count when it came back
   };
-  // One stream (its handle and id never change; a new stream at the same handle gets a new state). The counters
-  // wrap: a block handed out by one stream and freed on another counts on both, and only the sums mean anything.
+  // One stream. Counters wrap: a block handed out on one stream and freed on another counts on both.
   struct alignas(64) stream_state {
     stream_state(cudaStream_t h, std::uint64_t i, int d) noexcept : handle(h), id(i), device(d) {}
-    const cudaStream_t handle;  // the first cache line is read by every thread's find(): nothing written often
+    const cudaStream_t handle;  // this cache line is read by every find(): nothing written often
     const std::uint64_t id;
     const int device;
     alignas(64) mutable detail::spin_lock lock;
     std::atomic<std::uint64_t> confirmed{~std::uint64_t{0}};  // see state_for
-    bool demanded = false;  // another stream found blocks of ours no event covers: record one at our next call
-    bool retired = false;   // given up (its stream is gone, or its slot went to another): never cached into again
+    bool demanded = false;  // another stream found blocks no event covers: record one at our next call
+    bool retired = false;   // its stream is gone or its slot was taken: never cached into again
     marker event{};
     std::uint64_t frees = 0, recorded = 0, passed = 0;  // frees so far; frees the last record covers; known done
     std::size_t bytes_in_use = 0, blocks_in_use = 0, reused = 0, reused_across = 0;
     std::unique_ptr<std::vector<block>[]> lists;  // per size class; made at the first free
-    void hand_out(std::size_t bytes) noexcept {
+    void in_use(std::size_t bytes, std::size_t blocks) noexcept {  // negative as wrapped unsigned
       bytes_in_use += bytes;
-      ++blocks_in_use;
-    }
-    void take_back(std::size_t bytes) noexcept {
-      bytes_in_use -= bytes;
-      --blocks_in_use;
+      blocks_in_use += blocks;
     }
   };
 
@@ -242,15 +216,13 @@ class caching_pool {
     std::size_t peak = peak_.load(std::memory_order_relaxed);
     while (blocks == 1 && now > peak && !peak_.compare_exchange_weak(peak, now, std::memory_order_relaxed)) {}
   }
-  // The device to make current for the upstream: the stream's (-1: the current one, for a default stream, whose
-  // buffer made its device current, or a stream CUDA cannot name now).
+  // The device to make current for the upstream; -1 (the current one) for a default stream or one CUDA can't name.
   int device_for(const stream_state* st, stream_ref s) const noexcept {
     if (st != nullptr && st != &overflow_) return st->device;
     if (!s.valid() || detail::is_default_stream(s.get())) return -1;
     return order_.device(s, "caching_pool").value_or(-1);
   }
-  // Records the stream's event; its frees so far become reusable elsewhere once it completes. Under st.lock; the
-  // caller reports a failure once the lock is released (the blocks stay where they are until the next request).
+  // Records the stream's event over its frees so far. Under st.lock: the caller reports a failure after unlocking.
   [[nodiscard]] status mark(stream_state& st, stream_ref s) noexcept {
     st.demanded = false;
     CUDAMEM_TRY(order_.mark(st.event, st.device, s));
@@ -263,6 +235,11 @@ class caching_pool {
     if (b.mark > owner.recorded) return false;
     if (owner.recorded > owner.passed && order_.passed(owner.event)) owner.passed = owner.recorded;
     return b.mark <= owner.passed;
+  }
+  // Frees a retired, empty state's lists and hands over its event, to destroy with no lock held. Under its lock.
+  static marker drop(stream_state& st) noexcept {
+    st.lists.reset();
+    return std::exchange(st.event, marker{});
   }
   // The mark of the newest cached block (marks start at 1); 0: none cached. Under the state's lock.
   static std::uint64_t newest(const stream_state& st) noexcept {
@@ -291,23 +268,18 @@ class caching_pool {
     auto id = order_.id(s, api);
     if (!id) return id.error();
     if (st == nullptr || st->id != *id) {
-      auto made = adopt(s, *id, api);
+      marker gone{};  // the event of a state retired empty: destroyed with no lock held
+      auto made = adopt(s, *id, api, gone);
+      order_.destroy(gone);
       if (!made) return made.error();
       st = *made;
     }
     if (st != &overflow_ && detail::from_owner(s)) st->confirmed.store(disowned, std::memory_order_relaxed);
     return st;
   }
-  // The state for stream `id` at `s`'s handle, made on first sight. A state at the handle with another id belongs
-  // to a destroyed stream: it retires (its blocks wait for release). With every slot taken, a stream with nothing
-  // cached gives its slot up; if none can, the overflow state, which caches nothing.
-  result<stream_state*> adopt(stream_ref s, std::uint64_t id, const char* api) noexcept {
-    marker gone{};  // the event of a state retired empty: destroyed with no lock held
-    result<stream_state*> made = adopt_locked(s, id, api, gone);
-    order_.destroy(gone);
-    return made;
-  }
-  result<stream_state*> adopt_locked(stream_ref s, std::uint64_t id, const char* api, marker& gone) noexcept {
+  // The state for stream `id` at `s`'s handle, made on first sight; one at the handle with another id retires. With
+  // every slot taken, a state with nothing cached gives its slot up; if none can, the overflow state.
+  result<stream_state*> adopt(stream_ref s, std::uint64_t id, const char* api, marker& gone) noexcept {
     const std::lock_guard<std::mutex> lock(mutex_);
     const std::size_t used = used_.load(std::memory_order_relaxed);
     std::size_t slot = max_streams;
@@ -318,8 +290,8 @@ class caching_pool {
     }
     auto device = order_.device(s, api);
     if (!device) return device.error();
-    // Retires the state in slot `at` (its stream is gone, or the slot is wanted); false if `only_empty` and it
-    // caches blocks. Checked and done under one hold of its lock: a free that found it then sees it retired.
+    // Retires slot `at`'s state (false if `only_empty` and it caches blocks) in one hold of its lock, so a free that
+    // found it sees it retired.
     auto retire = [&](std::size_t at, bool only_empty) {
       stream_state& old = *slots_[at].load(std::memory_order_relaxed);
       const std::lock_guard<detail::spin_lock> held(old.lock);
@@ -327,10 +299,7 @@ class caching_pool {
       if (only_empty && !empty) return false;
       old.retired = true;
       old.demanded = false;
-      if (empty) {
-        old.lists.reset();
-        gone = std::exchange(old.event, marker{});
-      }
+      if (empty) gone = drop(old);
       return true;
     };
     if (slot != max_streams) retire(slot, false);
@@ -354,15 +323,14 @@ class caching_pool {
       if (st.lists && !st.lists[cls.index].empty()) {
         address = st.lists[cls.index].back().address;
         st.lists[cls.index].pop_back();
-        st.hand_out(cls.bytes);
+        st.in_use(cls.bytes, 1);
         ++st.reused;
       }
     }
     if (!marked) report_release_failure(marked.error());
     return address;
   }
-  // The oldest finished block of class `cls` of another stream of `me`'s device. A stream whose oldest block no
-  // event covers is asked to record one.
+  // The oldest finished block of class `cls` of another stream on `me`'s device; asks for a mark where none covers.
   void* take_other(stream_state& me, detail::size_class cls) noexcept {
     const std::size_t used = used_.load(std::memory_order_acquire);
     for (std::size_t i = 0; i < used; ++i) {
@@ -377,15 +345,14 @@ class caching_pool {
       }
       void* address = list.front().address;
       list.erase(list.begin());
-      other->hand_out(cls.bytes);
+      other->in_use(cls.bytes, 1);
       ++other->reused;
       ++other->reused_across;
       return address;
     }
     return nullptr;
   }
-  // Gives the finished blocks (all, when `wait`) to the upstream. Waiting happens with no stream's lock held, for
-  // what each stream had freed before: frees that arrive meanwhile are not counted as waited for.
+  // Gives the upstream the finished blocks (all when `wait`, waiting with no stream lock held, for earlier frees).
   void give_back(bool wait) noexcept {
     std::vector<std::pair<int, std::pair<void*, std::size_t>>> leaving;
     std::vector<marker> gone;  // events of retired states: destroyed with no lock held
@@ -404,10 +371,7 @@ class caching_pool {
             leaving.push_back({st.device, {list[i].address, detail::size_class_bytes(c)}});
           list.erase(list.begin(), list.begin() + static_cast<std::ptrdiff_t>(done));
         }
-        if (st.retired && newest(st) == 0) {  // nothing will be cached there again, nor marked
-          st.lists.reset();
-          gone.push_back(std::exchange(st.event, marker{}));
-        }
+        if (st.retired && newest(st) == 0) gone.push_back(drop(st));  // nothing will be cached there again
       }
     }
     for (marker m : gone) order_.destroy(m);
@@ -416,36 +380,27 @@ class caching_pool {
       reserve(0 - b.second, std::size_t(0) - 1);
     }
   }
-  // For release(): waits until every cached block's free is done, by event or, where no event covers a block, by
-  // synchronizing its device. Under mutex_.
+  // For release(), under mutex_: waits for every cached block's free, by its event or else its device.
   void wait_for_cached() noexcept {
-    struct waiting {
-      stream_state* st;
-      std::uint64_t upto;  // the frees the wait covers
-      bool by_device;
-      marker event;
-    };
-    std::vector<waiting> waits;
-    std::vector<int> devices, synchronized;
+    std::vector<std::tuple<stream_state*, std::uint64_t, bool, marker>> waits;  // frees covered, by device?, event
+    std::vector<int> devices, synced;
     for (auto& held : states_) {
       stream_state& st = *held;
       const std::lock_guard<detail::spin_lock> st_lock(st.lock);
       const std::uint64_t cached = newest(st);
       if (cached > st.recorded) {
-        waits.push_back({&st, st.frees, true, st.event});
-        if (std::find(devices.begin(), devices.end(), st.device) == devices.end()) devices.push_back(st.device);
+        waits.emplace_back(&st, st.frees, true, st.event);
+        if (std::ranges::find(devices, st.device) == devices.end()) devices.push_back(st.device);
       } else if (cached > st.passed) {
-        waits.push_back({&st, st.recorded, false, st.event});
+        waits.emplace_back(&st, st.recorded, false, st.event);
       }
     }
     for (int device : devices)
-      if (order_.wait_device(device)) synchronized.push_back(device);
-    for (const waiting& w : waits) {
-      const bool done = w.by_device
-                            ? std::find(synchronized.begin(), synchronized.end(), w.st->device) != synchronized.end()
-                            : order_.wait(w.event);
-      const std::lock_guard<detail::spin_lock> st_lock(w.st->lock);
-      if (done) w.st->passed = std::max(w.st->passed, w.upto);
+      if (order_.wait_device(device)) synced.push_back(device);
+    for (const auto& [st, upto, by_device, event] : waits) {
+      const bool done = by_device ? std::ranges::find(synced, st->device) != synced.end() : order_.wait(event);
+      const std::lock_guard<detail::spin_lock> st_lock(st->lock);
+      if (done) st->passed = std::max(st->passed, upto);
     }
   }
 
@@ -462,13 +417,12 @@ static_assert(memory_resource_for<caching_pool<device_pool_resource>, device>);
 
 /// Bytes and blocks outstanding through an upstream resource, and the peak. Lock-free; thread-safe.
 struct allocation_statistics {
-  std::size_t bytes_outstanding = 0;   ///< bytes allocated and not yet freed (as asked)
+  std::size_t bytes_outstanding = 0;  ///< bytes allocated and not yet freed (as asked)
   std::size_t blocks_outstanding = 0;  ///< blocks allocated and not yet freed
-  std::size_t peak_bytes = 0;          ///< the most bytes_outstanding has been
+  std::size_t peak_bytes = 0;  ///< the most bytes_outstanding has been
 };
 
-/// Counts what goes through `Upstream`: bytes (as asked) and blocks outstanding, and the peak of bytes. Adds nothing
-/// else; errors are the upstream's.
+/// Counts bytes (as asked) and blocks outstanding through `Upstream`, and the peak of bytes; errors are the upstream's.
 template <class Upstream>
 class statistics_adaptor {
  public:
@@ -505,8 +459,8 @@ class statistics_adaptor {
 };
 static_assert(memory_resource_for<statistics_adaptor<device_pool_resource>, device>);
 
-/// Refuses an allocation that would take the bytes outstanding through `Upstream` past a budget, with
-/// errc::out_of_memory naming the budget; nothing is allocated then. Lock-free; thread-safe.
+/// Refuses (errc::out_of_memory, naming the budget) an allocation that would take the bytes outstanding through
+/// `Upstream` past a budget. Lock-free; thread-safe.
 template <class Upstream>
 class limit_adaptor {
  public:

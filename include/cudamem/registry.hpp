@@ -6,35 +6,34 @@
 ///     result<registration> register_allocator(stream_ref s, resource_ref<device> r)   unregisters when it goes
 ///     resource_ref<device> allocator_for(stream_ref s)      the registered one, else default_resource<device>(true)
 ///
-/// The registry is keyed on cudaStreamGetId, which never repeats in a process, so a stream created later at a
-/// destroyed stream's address does not inherit its registration (during a capture, where CUDA gives no id, the handle
-/// decides). The default streams (legacy, per-thread) are shared
-/// by every caller on a device and cannot be registered. One registry per process, also across shared libraries.
+/// Keyed on cudaStreamGetId, which never repeats in a process: a stream created later at a destroyed stream's address
+/// does not inherit its registration (during a capture, where CUDA gives no id, the handle decides). Default streams
+/// cannot be registered. One registry per process, also across shared libraries.
 #pragma once
 
 #include <cudamem/detail/process_wide.hpp>
+#include <cudamem/detail/unique_handle.hpp>
 #include <cudamem/resource.hpp>
 
 #include <atomic>
 #include <cstdint>
 #include <cstring>
 #include <mutex>
+#include <utility>
 
 namespace cudamem {
 namespace detail {
 
-/// A fixed table of (stream id, stream handle, resource) slots. Writers (register, unregister) take the mutex;
-/// readers take no lock: each slot is a seqlock (an odd version while a writer changes it), so a lookup is a scan of
-/// atomics. Readers match the handle (no CUDA call for a stream that has no slot) and the caller confirms the id.
-/// Ids and handles are opaque integers here, which lets the host tests drive it with made-up ones.
+/// Fixed (stream id, handle, resource) slots. Writers take the mutex; readers take no lock: each slot is a seqlock
+/// (odd version while written). Readers match the handle, the caller confirms the id; both are opaque integers here.
 struct CUDAMEM_DETAIL_PROCESS_WIDE allocator_table {
   static constexpr std::size_t capacity = 256;  ///< streams registered at once
   static constexpr std::uint64_t no_stream = ~std::uint64_t{0};
   struct slot {
     std::atomic<std::uint32_t> version{0};
     std::atomic<std::uint64_t> stream_id{no_stream};
-    std::atomic<std::uintptr_t> handle{0};     // 0: none (free, or its stream is known to be gone)
-    std::atomic<std::uintptr_t> words[2]{};  // the resource_ref's two pointers
+    std::atomic<std::uintptr_t> handle{0};            // 0: none (free, or its stream is known to be gone)
+    std::atomic<std::uintptr_t> words[2]{};           // the resource_ref's two pointers
     std::atomic<std::uint64_t> confirmed{no_stream};  // see confirmation()
   };
   /// What a lookup finds: the resource and the id of the stream it was registered for.
@@ -42,7 +41,7 @@ struct CUDAMEM_DETAIL_PROCESS_WIDE allocator_table {
     resource_ref<device> resource;
     std::uint64_t stream_id;
     std::size_t slot;
-    std::uint32_t version;   // the slot's version the entry was read at
+    std::uint32_t version;    // the slot's version the entry was read at
     std::uint64_t confirmed;  // the slot's confirmation, read with it
   };
   /// A slot's confirmation: a stream object's ref() matched the registration of slot version `version` while
@@ -55,9 +54,8 @@ struct CUDAMEM_DETAIL_PROCESS_WIDE allocator_table {
     slots[e.slot].confirmed.store(confirmation(e.version, count), std::memory_order_relaxed);
   }
 
-  /// Registers `r` for stream `id` at `handle`; returns the slot index. A slot that holds `handle` under another id
-  /// belongs to a destroyed stream whose handle came back: it no longer answers for the handle. Errors:
-  /// invalid_argument (already registered); not_supported (the table is full).
+  /// Registers `r` for stream `id` at `handle`; returns the slot. A slot with `handle` under another id (a destroyed
+  /// stream's) stops answering for it. Errors: invalid_argument (already registered); not_supported (table full).
   result<std::size_t> insert(std::uint64_t id, std::uintptr_t handle, resource_ref<device> r) noexcept {
     const std::lock_guard<std::mutex> lock(mutex);
     const std::size_t used = high_water.load(std::memory_order_relaxed);
@@ -68,11 +66,9 @@ struct CUDAMEM_DETAIL_PROCESS_WIDE allocator_table {
         return error(errc::invalid_argument, "register_allocator",
                      "the stream already has a registered allocator; drop that registration first");
       if (held == no_stream && free_slot == capacity) free_slot = i;
-      if (held != no_stream && slots[i].handle.load(std::memory_order_relaxed) == handle) {
-        const std::uintptr_t kept[2] = {slots[i].words[0].load(std::memory_order_relaxed),
-                                        slots[i].words[1].load(std::memory_order_relaxed)};
-        write(slots[i], held, 0, kept);
-      }
+      if (held != no_stream && slots[i].handle.load(std::memory_order_relaxed) == handle)
+        write(slots[i], held, 0,
+              {slots[i].words[0].load(std::memory_order_relaxed), slots[i].words[1].load(std::memory_order_relaxed)});
     }
     if (free_slot == capacity) {
       if (used == capacity)
@@ -92,8 +88,7 @@ struct CUDAMEM_DETAIL_PROCESS_WIDE allocator_table {
   void erase(std::size_t index, std::uint64_t id) noexcept {
     const std::lock_guard<std::mutex> lock(mutex);
     if (slots[index].stream_id.load(std::memory_order_relaxed) != id) return;
-    const std::uintptr_t none[2] = {0, 0};
-    write(slots[index], no_stream, 0, none);
+    write(slots[index], no_stream, 0, {0, 0});
     count.fetch_sub(1, std::memory_order_release);
   }
   /// The entry registered at `handle`, copied into `out`; false when there is none. Lock-free.
@@ -105,18 +100,14 @@ struct CUDAMEM_DETAIL_PROCESS_WIDE allocator_table {
         const std::uint32_t before = s.version.load(std::memory_order_acquire);
         if (before & 1u) continue;  // a writer is inside
         if (s.handle.load(std::memory_order_acquire) != handle) break;
-        // Acquire loads of the data keep the second version read after them (no fences: ThreadSanitizer checks
-        // this code, and it does not model them).
+        // Acquire loads keep the version re-read after them (not fences: ThreadSanitizer does not model those).
         const std::uintptr_t words[2] = {s.words[0].load(std::memory_order_acquire),
                                          s.words[1].load(std::memory_order_acquire)};
         const std::uint64_t id = s.stream_id.load(std::memory_order_acquire);
         const std::uint64_t confirmed = s.confirmed.load(std::memory_order_acquire);
         if (s.version.load(std::memory_order_relaxed) != before) continue;
         std::memcpy(static_cast<void*>(&out.resource), words, sizeof words);
-        out.stream_id = id;
-        out.slot = i;
-        out.version = before;
-        out.confirmed = confirmed;
+        out = {out.resource, id, i, before, confirmed};
         return true;
       }
     }
@@ -126,8 +117,7 @@ struct CUDAMEM_DETAIL_PROCESS_WIDE allocator_table {
   bool empty() const noexcept { return count.load(std::memory_order_acquire) == 0; }
 
   std::mutex mutex;
-  std::atomic<std::size_t> high_water{0};
-  std::atomic<std::size_t> count{0};
+  std::atomic<std::size_t> high_water{0}, count{0};
   slot slots[capacity];
 
  private:
@@ -143,58 +133,32 @@ struct CUDAMEM_DETAIL_PROCESS_WIDE allocator_table {
   }
 };
 
-/// cudaStreamGetId: unique for the life of the process. CUDA refuses it on a capturing stream, so callers check the
-/// capture status first (cudaStreamIsCapturing, which is legal in every capture mode).
-inline result<std::uint64_t> stream_id(stream_ref s, const char* api) noexcept {
-  if (!s.valid()) return handle_moved_from(api, "stream");
-  unsigned long long id = 0;
-  CUDAMEM_TRY(check(stream_unique_id(s.get(), &id), api, "cudaStreamGetId"));
-  return static_cast<std::uint64_t>(id);
-}
 inline std::uintptr_t handle_key(stream_ref s) noexcept { return reinterpret_cast<std::uintptr_t>(s.get()); }
 inline allocator_table& allocators() noexcept { return process_wide<allocator_table>(); }
+struct registered {  // what a registration owns: its slot and stream id
+  using type = std::pair<std::size_t, std::uint64_t>;
+  static type empty() noexcept { return {0, allocator_table::no_stream}; }
+  static void release(type held) noexcept { allocators().erase(held.first, held.second); }
+};
 }  // namespace detail
 
-/// A registration of a device resource on a stream (move-only); its destruction unregisters it. Buffers allocated
-/// through it keep their own resource_ref and stay valid after it goes; the resource object itself must outlive
-/// every buffer it made.
+/// A device resource's registration on a stream; move-only (a moved-from one holds none). Unregisters when destroyed
+/// or assigned to; buffers made through it keep their own resource_ref (the resource must outlive them).
 class registration {
  public:
-  /// Takes over `other`'s registration; `other` holds none after.
-  registration(registration&& other) noexcept : slot_(other.slot_), id_(other.id_) { other.id_ = none; }
-  /// Unregisters this one's, then takes over `other`'s.
-  registration& operator=(registration&& other) noexcept {
-    if (this != &other) {
-      reset();
-      slot_ = other.slot_;
-      id_ = other.id_;
-      other.id_ = none;
-    }
-    return *this;
-  }
-  registration(const registration&) = delete;
-  registration& operator=(const registration&) = delete;
-  ~registration() { reset(); }
   /// Unregisters now (nothing after a move or an earlier reset). Does not synchronize.
-  void reset() noexcept {
-    if (id_ != none) detail::allocators().erase(slot_, id_);
-    id_ = none;
-  }
+  void reset() noexcept { held_.reset(); }
   /// Whether it still holds a registration.
-  [[nodiscard]] bool active() const noexcept { return id_ != none; }
+  [[nodiscard]] bool active() const noexcept { return held_.valid(); }
 
  private:
   friend result<registration> register_allocator(stream_ref, resource_ref<device>) noexcept;
-  static constexpr std::uint64_t none = detail::allocator_table::no_stream;
-  registration(std::size_t slot, std::uint64_t id) noexcept : slot_(slot), id_(id) {}
-  std::size_t slot_ = 0;
-  std::uint64_t id_ = none;
+  explicit registration(detail::registered::type held) noexcept : held_(held) {}
+  detail::unique_handle<detail::registered> held_;
 };
 
-/// Makes `r` the allocator of `s` until the returned registration goes. Does not synchronize. Errors:
-/// invalid_argument (a moved-from stream; a default stream, which every caller on the device shares; a stream that
-/// already has one); capture_active (`s` is capturing: CUDA does not name a capturing stream's id; register before
-/// the capture begins); not_supported (256 streams registered at once); CUDA errors.
+/// Makes `r` the allocator of `s` until the registration goes; does not synchronize. Errors: invalid_argument (a
+/// moved-from or default stream; already registered); capture_active; not_supported (256 registered); CUDA errors.
 [[nodiscard]] inline result<registration> register_allocator(stream_ref s, resource_ref<device> r) noexcept {
   constexpr const char* api = "register_allocator";
   if (!s.valid()) return detail::handle_moved_from(api, "stream");
@@ -205,20 +169,17 @@ class registration {
   CUDAMEM_TRY(detail::refuse_capture(s.get(), api,
                                      "CUDA does not name a capturing stream's id; register the allocator before the "
                                      "capture begins"));
-  auto id = detail::stream_id(s, api);
-  if (!id) return id.error();
-  auto slot = detail::allocators().insert(*id, detail::handle_key(s), r);
+  unsigned long long id = 0;
+  CUDAMEM_TRY(detail::check(detail::stream_unique_id(s.get(), &id), api, "cudaStreamGetId"));
+  auto slot = detail::allocators().insert(id, detail::handle_key(s), r);
   if (!slot) return slot.error();
-  return registration(*slot, *id);
+  return registration({*slot, id});
 }
 
-/// The resource registered on `s`, else default_resource<device>(true) (the stream-ordered pool). Does not
-/// synchronize. No CUDA call while nothing is registered, for a default stream, for a stream with no registration
-/// at its handle, or for a stream object's ref() that matched before while no stream object has been created,
-/// destroyed or released since. Else cudaStreamIsCapturing and cudaStreamGetId, whose id must match the registration's,
-/// so a stream created at a destroyed stream's handle gets the default. During a capture CUDA gives no id and the
-/// handle decides: drop a registration before destroying its stream. A moved-from stream or a failed query gives the
-/// default, whose allocate then reports the problem.
+/// The resource registered on `s`, else default_resource<device>(true); does not synchronize. No CUDA call with
+/// nothing registered, for a default stream or one with no registration, or for a stream object's ref() confirmed
+/// before while no stream object came or went; else cudaStreamIsCapturing and cudaStreamGetId, which must match
+/// (during a capture the handle decides). A moved-from stream or failed query gives the default.
 [[nodiscard]] inline resource_ref<device> allocator_for(stream_ref s) noexcept {
   const resource_ref<device> fallback = default_resource<device>(true);
   detail::allocator_table& table = detail::allocators();

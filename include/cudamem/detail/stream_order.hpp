@@ -32,14 +32,12 @@ inline result<size_class> class_of(std::size_t bytes, const char* api) noexcept 
   const std::size_t steps = (bytes - base + step - 1) >> step_log2;  // 1 to 4
   return size_class{static_cast<std::size_t>(log2_ceiling - 9) * 4 + steps, base + steps * step};
 }
-
 /// The bytes of size class `index` (the inverse of class_of).
 inline constexpr std::size_t size_class_bytes(std::size_t index) noexcept {
   return index == 0 ? 256 : (std::size_t{1} << ((index - 1) / 4 + 6)) * (4 + (index - 1) % 4 + 1);
 }
 
-/// A test-and-test-and-set lock: uncontended it costs one atomic exchange (a std::mutex costs about three times
-/// that on an H200 host); a waiter yields. The pool holds it for a few list operations at a time.
+/// A test-and-test-and-set lock: uncontended, one atomic exchange (a third of a std::mutex's cost); a waiter yields.
 class spin_lock {
  public:
   bool try_lock() noexcept {
@@ -59,8 +57,7 @@ class spin_lock {
 struct cuda_stream_order {
   using marker = cudaEvent_t;  ///< null until the stream's first mark
 
-  /// Fails for a stream the pool must not serve: moved from (invalid_argument); capturing (capture_active: a graph
-  /// replay would reuse its blocks behind the pool's back).
+  /// Fails for a stream the pool must not serve: moved from (invalid_argument); capturing (capture_active).
   status usable(stream_ref s, const char* api) const noexcept {
     if (CUstreamCaptureStatus capture{};
         s.valid() && driver_capture_status(s.get(), capture) && capture == CU_STREAM_CAPTURE_STATUS_NONE) [[likely]]
@@ -76,7 +73,7 @@ struct cuda_stream_order {
     CUDAMEM_TRY(check(stream_unique_id(s.get(), &id), api, "cudaStreamGetId"));
     return static_cast<std::uint64_t>(id);
   }
-  /// The stream's device (once per stream a pool sees).
+  /// The stream's device (asked once per stream).
   result<int> device(stream_ref s, const char* api) const noexcept {
     auto where = s.device();
     if (!where) return where.error().with_api(api);
@@ -94,31 +91,22 @@ struct cuda_stream_order {
   }
   /// Whether the last record of `m` is done; an error counts as not done (the block stays where it is).
   bool passed(marker m) const noexcept {
-    auto done = query_result(query_event(m), "caching_pool", "cudaEventQuery");
-    return done && *done;
+    return query_result(query_event(m), "caching_pool", "cudaEventQuery").value_or(false);
   }
   /// Blocks until the last record of `m` is done; false if CUDA refused.
-  bool wait(marker m) const noexcept {
-    const cudaError_t code = cudaEventSynchronize(m);
-    check_release(code, "cudaEventSynchronize");
-    return code == cudaSuccess;
-  }
-  /// Blocks until all work queued on `device` (-1: the current one) is done, for blocks whose frees no mark covers;
-  /// false if CUDA refused.
+  bool wait(marker m) const noexcept { return succeeded(cudaEventSynchronize(m), "cudaEventSynchronize"); }
+  /// Blocks until all work queued on `device` (-1: the current one) is done; false if CUDA refused.
   bool wait_device(int device) const noexcept {
     relaxed_capture_scope relaxed;
     auto guard = select(device);
     if (guard && !*guard) return false;
-    const cudaError_t code = cudaDeviceSynchronize();
-    check_release(code, "cudaDeviceSynchronize");
-    return code == cudaSuccess;
+    return succeeded(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
   }
   void destroy(marker m) const noexcept {
     if (m != nullptr) check_release(cudaEventDestroy(m), "cudaEventDestroy");
   }
-  /// Calls `f` with `device` made current (-1: the current one), for the upstream's CUDA calls. If the device
-  /// cannot be made current: a result-returning `f` is not called and the error is returned; any other is called
-  /// anyway (a free on the current device beats a leak) and the release handler hears why.
+  /// Calls `f` with `device` current (-1: the current one). If that fails, a result-returning `f` is not called and
+  /// the error is returned; any other is called anyway (a free beats a leak) and the release handler hears why.
   template <class F>
   auto on_device(int device, F&& f) const noexcept -> decltype(f()) {
     auto guard = select(device);
@@ -128,17 +116,21 @@ struct cuda_stream_order {
     }
     return f();
   }
-  /// `device` made current while the guard lives (none for -1).
-  static std::optional<result<device_guard>> select(int device) noexcept {
-    if (device < 0) return std::nullopt;
-    return device_guard::set(device_id(device));
-  }
-  /// Where idle blocks go back to the upstream: any stream will do once their work is done. The calling thread's
-  /// default stream, since it joins no one's capture; `device` is made current around it.
+  /// Gives idle blocks back through `free` on this thread's default stream (it joins no capture), `device` current.
   template <class Free>
   void give_back(int device, Free&& free) const noexcept {
     relaxed_capture_scope relaxed;
     on_device(device, [&] { free(stream_ref::per_thread()); });
+  }
+
+ private:
+  static std::optional<result<device_guard>> select(int device) noexcept {  // none for -1
+    if (device < 0) return std::nullopt;
+    return device_guard::set(device_id(device));
+  }
+  static bool succeeded(cudaError_t code, const char* cuda_call) noexcept {  // a failure goes to the release handler
+    check_release(code, cuda_call);
+    return code == cudaSuccess;
   }
 };
 
