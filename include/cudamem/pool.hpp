@@ -260,11 +260,18 @@ class caching_pool {
   }
   // The state of `s`, checked against handle reuse: cudaStreamGetId must match, except for a stream object's ref()
   // confirmed while no stream object was created, destroyed or released (detail::disowned_count()).
+  // The confirmed case is inline; the rest out of line, so the hot path keeps a small frame.
   result<stream_state*> state_for(stream_ref s, const char* api) noexcept {
+    stream_state* st = detail::from_owner(s) ? find(s.get()) : nullptr;
+    const std::uint64_t disowned = detail::disowned_count().load(std::memory_order_acquire);
+    if (st != nullptr && st->confirmed.load(std::memory_order_relaxed) == disowned) [[likely]]
+      return st;
+    return confirm_state(s, api);
+  }
+  [[gnu::noinline]] result<stream_state*> confirm_state(stream_ref s, const char* api) noexcept {
     if (detail::is_default_stream(s.get())) return &overflow_;
     stream_state* st = find(s.get());
     const std::uint64_t disowned = detail::disowned_count().load(std::memory_order_acquire);
-    if (st != nullptr && detail::from_owner(s) && st->confirmed.load(std::memory_order_relaxed) == disowned) return st;
     auto id = order_.id(s, api);
     if (!id) return id.error();
     if (st == nullptr || st->id != *id) {
