@@ -95,8 +95,7 @@ inline result<int> cached_attribute(device_id id, const char* api) noexcept {
 /// handler). Move-only: the restore moves with it; a guard assigned over first restores its own.
 class device_guard {
  public:
-  /// Makes `id` current (if it is not already: then nothing will be restored). Errors: out_of_range (`id` names
-  /// no device); CUDA errors. On error the current device is unchanged.
+  /// Makes `id` current (restoring nothing if it already was). Errors (nothing changed): out_of_range; CUDA's.
   [[nodiscard]] static result<device_guard> set(device_id id) noexcept {
     int previous = 0;
     CUDAMEM_TRY(detail::check(cudaGetDevice(&previous), "device_guard::set", "cudaGetDevice"));

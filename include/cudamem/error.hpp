@@ -204,70 +204,66 @@ decltype(auto) invoke(F&& f, Arg&& arg) {
 // Tags of result<T>'s private constructors: from another result; from a function's value, made in place.
 struct from_result_t {};
 struct from_invoke_t {};
-// The implementation of what result<T> and status share, once for every const and value category of the
-// result (Self). A friend of every result, so that it can make any result<U> in place.
-struct result_ops {
+// What result<T> and status share, written once for every const and value category of a result (Self); Derived
+// is the result, reached by a cast. Every result befriends every result_base, which can so make any result<U>.
+template <class Derived>
+class result_base {
+  Derived& self() noexcept { return static_cast<Derived&>(*this); }
+  const Derived& self() const noexcept { return static_cast<const Derived&>(*this); }
+  void check_error() const noexcept {
+    check(false, false, std::is_same_v<Derived, result<void>> ? "status::error()" : "result::error()");
+  }
   template <class Self>
   using value_of = typename std::remove_cvref_t<Self>::value_type;
-  // Aborts unless `self` holds a value (`want_value`), or an error; when `always`, or in debug builds.
-  template <class Self>
-  static void check(const Self& self, bool want_value, [[maybe_unused]] bool always, const char* what) noexcept {
-#ifdef NDEBUG
-    if (!always) return;
-#endif
-    if (self.has_value_ != want_value) [[unlikely]]
-      bad_result_access(what, self.has_value_ ? nullptr : &self.error_);
-  }
-  template <class Self, class F>
-  static decltype(auto) on_value([[maybe_unused]] Self&& self, F&& f) {  // f(value), or f() for a status
-    if constexpr (std::is_void_v<value_of<Self>>) return std::forward<F>(f)();
-    else return detail::invoke(std::forward<F>(f), std::forward<Self>(self).value_);
-  }
   template <class R, class Self>
   static R keep_value([[maybe_unused]] Self&& self) {  // the value of `self` (success, for a status) as R
     if constexpr (std::is_void_v<value_of<Self>>) return R();
     else return R(std::in_place, std::forward<Self>(self).value_);
   }
   template <class Self, class F>
-  static auto and_then(Self&& self, F&& f) {
+  static auto and_then_(Self&& self, F&& f) {
     using next = std::remove_cvref_t<decltype(on_value(std::forward<Self>(self), std::forward<F>(f)))>;
     static_assert(is_result<next>, "result::and_then: the function must return a cudamem::result");
     if (self.has_value_) return static_cast<next>(on_value(std::forward<Self>(self), std::forward<F>(f)));
-    return next(unexpect, std::forward<Self>(self).error_);
+    return next(unexpect, self.error_);
   }
   template <class Self, class F>
-  static auto transform(Self&& self, F&& f) {
+  static auto transform_(Self&& self, F&& f) {
     using next = std::remove_cv_t<decltype(on_value(std::forward<Self>(self), std::forward<F>(f)))>;
-    if (!self.has_value_) return result<next>(unexpect, std::forward<Self>(self).error_);
+    if (!self.has_value_) return result<next>(unexpect, self.error_);
     if constexpr (std::is_void_v<next>) return on_value(std::forward<Self>(self), std::forward<F>(f)), result<next>();
     else return result<next>(from_invoke_t{}, std::forward<F>(f), std::forward<Self>(self));
   }
   template <class Self, class F>
-  static auto or_else(Self&& self, F&& f) {
+  static auto or_else_(Self&& self, F&& f) {
     using next = std::remove_cvref_t<decltype(detail::invoke(std::forward<F>(f), std::forward<Self>(self).error_))>;
     static_assert(is_result<next> && std::is_same_v<typename next::value_type, value_of<Self>>,
                   "result::or_else: the function must return a result of the same type (a status for a status)");
     if (self.has_value_) return keep_value<next>(std::forward<Self>(self));
     return static_cast<next>(detail::invoke(std::forward<F>(f), std::forward<Self>(self).error_));
   }
-  template <class Self, class F, class R = std::remove_cvref_t<Self>>
-  static R map_error(Self&& self, F&& f) {
+  template <class Self, class F>
+  static Derived map_error(Self&& self, F&& f) {
     using next = std::remove_cv_t<decltype(detail::invoke(std::forward<F>(f), std::forward<Self>(self).error_))>;
-    static_assert(std::is_same_v<next, error>,
+    static_assert(std::is_same_v<next, cudamem::error>,
                   "result::transform_error: the function must return a cudamem::error (results have one error type)");
-    if (self.has_value_) return keep_value<R>(std::forward<Self>(self));
-    return R(unexpect, detail::invoke(std::forward<F>(f), std::forward<Self>(self).error_));
+    if (self.has_value_) return keep_value<Derived>(std::forward<Self>(self));
+    return Derived(unexpect, detail::invoke(std::forward<F>(f), std::forward<Self>(self).error_));
   }
-};
 
-// The members result<T> and status share, written once: Derived is the result, reached by a cast.
-template <class Derived>
-class result_base {
-  using ops = result_ops;
-  Derived& self() noexcept { return static_cast<Derived&>(*this); }
-  const Derived& self() const noexcept { return static_cast<const Derived&>(*this); }
-  void check_error() const noexcept {
-    ops::check(self(), false, false, std::is_same_v<Derived, result<void>> ? "status::error()" : "result::error()");
+ protected:
+  // Aborts unless this holds a value (`want_value`), or an error: when `always`, else in debug builds only.
+  void check(bool want_value, [[maybe_unused]] bool always, const char* what) const noexcept {
+#ifdef NDEBUG
+    if (!always) return;
+#endif
+    if (self().has_value_ != want_value) [[unlikely]]
+      bad_result_access(what, self().has_value_ ? nullptr : &self().error_);
+  }
+  template <class Self, class F>
+  static decltype(auto) on_value([[maybe_unused]] Self&& self, F&& f) {  // f(value), or f() for a status
+    if constexpr (std::is_void_v<value_of<Self>>) return std::forward<F>(f)();
+    else return detail::invoke(std::forward<F>(f), std::forward<Self>(self).value_);
   }
 
  public:
@@ -287,33 +283,31 @@ class result_base {
   [[nodiscard]] cudamem::error error_or(G&& fallback) const {
     return self().has_value_ ? static_cast<cudamem::error>(std::forward<G>(fallback)) : self().error_;
   }
-  /// As std::expected's, in this result's value category: with a value, and_then returns `f(value())` (a result) and
-  /// transform it in a result; with an error, or_else returns `f(error())` (a result of this type) and
-  /// transform_error it (an error) in a result; else what this holds. A status calls `f()` for `f(value())`.
-  auto and_then(auto&& f) & { return ops::and_then(self(), std::forward<decltype(f)>(f)); }
-  auto and_then(auto&& f) const& { return ops::and_then(self(), std::forward<decltype(f)>(f)); }
-  auto and_then(auto&& f) && { return ops::and_then(std::move(self()), std::forward<decltype(f)>(f)); }
-  auto and_then(auto&& f) const&& { return ops::and_then(std::move(self()), std::forward<decltype(f)>(f)); }
-  auto transform(auto&& f) & { return ops::transform(self(), std::forward<decltype(f)>(f)); }
-  auto transform(auto&& f) const& { return ops::transform(self(), std::forward<decltype(f)>(f)); }
-  auto transform(auto&& f) && { return ops::transform(std::move(self()), std::forward<decltype(f)>(f)); }
-  auto transform(auto&& f) const&& { return ops::transform(std::move(self()), std::forward<decltype(f)>(f)); }
-  auto or_else(auto&& f) & { return ops::or_else(self(), std::forward<decltype(f)>(f)); }
-  auto or_else(auto&& f) const& { return ops::or_else(self(), std::forward<decltype(f)>(f)); }
-  auto or_else(auto&& f) && { return ops::or_else(std::move(self()), std::forward<decltype(f)>(f)); }
-  auto or_else(auto&& f) const&& { return ops::or_else(std::move(self()), std::forward<decltype(f)>(f)); }
-  Derived transform_error(auto&& f) & { return ops::map_error(self(), std::forward<decltype(f)>(f)); }
-  Derived transform_error(auto&& f) const& { return ops::map_error(self(), std::forward<decltype(f)>(f)); }
-  Derived transform_error(auto&& f) && { return ops::map_error(std::move(self()), std::forward<decltype(f)>(f)); }
-  Derived transform_error(auto&& f) const&& { return ops::map_error(std::move(self()), std::forward<decltype(f)>(f)); }
+  /// As std::expected's, in this result's value category (a status calls `f()`): and_then is `f(value())` (a result),
+  /// transform it in a result; or_else is `f(error())` (a result of this type), transform_error it (an error) in one.
+  auto and_then(auto&& f) & { return and_then_(self(), std::forward<decltype(f)>(f)); }
+  auto and_then(auto&& f) const& { return and_then_(self(), std::forward<decltype(f)>(f)); }
+  auto and_then(auto&& f) && { return and_then_(std::move(self()), std::forward<decltype(f)>(f)); }
+  auto and_then(auto&& f) const&& { return and_then_(std::move(self()), std::forward<decltype(f)>(f)); }
+  auto transform(auto&& f) & { return transform_(self(), std::forward<decltype(f)>(f)); }
+  auto transform(auto&& f) const& { return transform_(self(), std::forward<decltype(f)>(f)); }
+  auto transform(auto&& f) && { return transform_(std::move(self()), std::forward<decltype(f)>(f)); }
+  auto transform(auto&& f) const&& { return transform_(std::move(self()), std::forward<decltype(f)>(f)); }
+  auto or_else(auto&& f) & { return or_else_(self(), std::forward<decltype(f)>(f)); }
+  auto or_else(auto&& f) const& { return or_else_(self(), std::forward<decltype(f)>(f)); }
+  auto or_else(auto&& f) && { return or_else_(std::move(self()), std::forward<decltype(f)>(f)); }
+  auto or_else(auto&& f) const&& { return or_else_(std::move(self()), std::forward<decltype(f)>(f)); }
+  Derived transform_error(auto&& f) & { return map_error(self(), std::forward<decltype(f)>(f)); }
+  Derived transform_error(auto&& f) const& { return map_error(self(), std::forward<decltype(f)>(f)); }
+  Derived transform_error(auto&& f) && { return map_error(std::move(self()), std::forward<decltype(f)>(f)); }
+  Derived transform_error(auto&& f) const&& { return map_error(std::move(self()), std::forward<decltype(f)>(f)); }
   /// Exchanges the states of two results, where the result's member swap exists.
   friend void swap(Derived& a, Derived& b) noexcept(noexcept(a.swap(b)))
     requires requires { a.swap(b); }
   {
     a.swap(b);
   }
-  /// True when this holds an error equal to `failure` (as comparing with std::unexpected). R is deduced: nothing
-  /// converts to a result on the way in.
+  /// True when this holds an error equal to `failure`, as std::unexpected (R is deduced: nothing converts to a result).
   template <class R>
     requires std::is_same_v<R, Derived>
   friend bool operator==(const R& a, const cudamem::error& failure) noexcept {
@@ -325,9 +319,8 @@ class result_base {
 /// `result<void>` (alias status): success, or an error, with the interface of std::expected<void, error>.
 template <>
 class [[nodiscard]] result<void> : public detail::result_base<result<void>> {
-  friend detail::result_ops;
-  friend detail::result_base<result>;
-  using ops = detail::result_ops;
+  template <class>
+  friend class detail::result_base;
 
  public:
   using value_type = void;  ///< void: a success carries no value.
@@ -336,15 +329,13 @@ class [[nodiscard]] result<void> : public detail::result_base<result<void>> {
   /// A failure holding `failure`; implicit, so that a function can `return error(...)`.
   result(const cudamem::error& failure) noexcept : error_(failure), has_value_(false) {}
   result(unexpect_t, const cudamem::error& failure) noexcept : result(failure) {}  ///< A failure, as std::expected's.
-  result(const result&) = default;  ///< Copies (trivially, like the error it may hold).
-  result& operator=(const result&) = default;  ///< Copies (trivially).
   result& operator=(const cudamem::error& failure) noexcept { return *this = result(failure); }  ///< Holds `failure`.
   void emplace() noexcept { has_value_ = true; }  ///< Success from now on (drops the error).
   void swap(result& other) noexcept { std::swap(*this, other); }  ///< Exchanges the states of two results.
   /// Nothing; precondition has_value() (checked with an abort in debug builds).
-  void operator*() const noexcept { ops::check(*this, true, false, "status::operator*"); }
+  void operator*() const noexcept { check(true, false, "status::operator*"); }
   /// Nothing on success; on an error, prints the message and aborts, in every build (one overload: nothing moves).
-  void value() const noexcept { ops::check(*this, true, true, "status::value()"); }
+  void value() const noexcept { check(true, true, "status::value()"); }
   /// Equal when both succeeded, or both failed with equal errors.
   friend bool operator==(const result& a, const result& b) noexcept {
     return a.has_value_ == b.has_value_ && (a.has_value_ || a.error_ == b.error_);
@@ -366,18 +357,14 @@ class CUDAMEM_DETAIL_NODISCARD_RESULT result : public detail::result_base<result
   static_assert(!detail::is_any_of<T, cudamem::error, unexpect_t, std::in_place_t>,
                 "result<T>: T must not be error, unexpect_t or in_place_t");
   template <class>
-  friend class result;
-  friend detail::result_ops;
-  friend detail::result_base<result>;
-  using ops = detail::result_ops;
+  friend class detail::result_base;
   // std::expected's rule for converting from result<U>: T must not be made from the result itself (bool may).
-  template <class R>
-  static constexpr bool made_from = std::is_constructible_v<T, R> || std::is_convertible_v<R, T>;
+  template <class... R>
+  static constexpr bool made_from = ((std::is_constructible_v<T, R> || std::is_convertible_v<R, T>) || ...);
   template <class U, class UF>
   static constexpr bool converts_from =
-      std::is_constructible_v<T, UF> &&
-      (std::is_same_v<std::remove_cv_t<T>, bool> ||
-       !(made_from<result<U>&> || made_from<result<U>> || made_from<const result<U>&> || made_from<const result<U>>));
+      std::is_constructible_v<T, UF> && (std::is_same_v<std::remove_cv_t<T>, bool> ||
+                                         !made_from<result<U>&, result<U>, const result<U>&, const result<U>>);
 
  public:
   using value_type = T;  ///< T.
@@ -514,16 +501,16 @@ class CUDAMEM_DETAIL_NODISCARD_RESULT result : public detail::result_base<result
 
  private:
   template <class R>
-  result(detail::from_result_t, R&& other) : has_value_(other.has_value_) {
-    if (has_value_) ::new (value_address()) T(std::forward<R>(other).value_);
-    else ::new (&error_) cudamem::error(other.error_);
+  result(detail::from_result_t, R&& other) : has_value_(other.has_value()) {
+    if (has_value_) ::new (value_address()) T(*std::forward<R>(other));
+    else ::new (&error_) cudamem::error(other.error());
   }
   template <class F, class Self>
   result(detail::from_invoke_t, F&& f, Self&& self)
-      : value_(ops::on_value(std::forward<Self>(self), std::forward<F>(f))), has_value_(true) {}
+      : value_(result::on_value(std::forward<Self>(self), std::forward<F>(f))), has_value_(true) {}
   T* value_address() noexcept { return __builtin_addressof(value_); }
-  void check_value() const noexcept { ops::check(*this, true, true, "result::value()"); }
-  void assert_value() const noexcept { ops::check(*this, true, false, "result::operator*"); }
+  void check_value() const noexcept { this->check(true, true, "result::value()"); }
+  void assert_value() const noexcept { this->check(true, false, "result::operator*"); }
   template <class R>
   result& assign(R&& other) {
     if (has_value_ && other.has_value_) value_ = std::forward<R>(other).value_;
@@ -541,9 +528,8 @@ class CUDAMEM_DETAIL_NODISCARD_RESULT result : public detail::result_base<result
   // The standard's reinit-expected, error -> value on `target`: if making T throws, the error is put back.
   template <class... Args>
   static void become_value(result& target, Args&&... args) {
-    if constexpr (!std::is_nothrow_constructible_v<T, Args...> && std::is_nothrow_move_constructible_v<T>) {
-      return become_value(target, T(std::forward<Args>(args)...));
-    }
+    if constexpr (!std::is_nothrow_constructible_v<T, Args...> && std::is_nothrow_move_constructible_v<T>)
+      return become_value(target, T(std::forward<Args>(args)...));  // may throw: made before the error is touched
     [[maybe_unused]] const cudamem::error held = target.error_;
 #if defined(__cpp_exceptions) || defined(__EXCEPTIONS)
     try {
@@ -583,19 +569,18 @@ inline void default_release_handler(const error& failure) noexcept {
 struct CUDAMEM_DETAIL_PROCESS_WIDE release_handler_slot {
   release_handler handler = nullptr;
 };
+inline release_handler* handler_slot() noexcept { return &process_wide<release_handler_slot>().handler; }
 }  // namespace detail
 
 /// Replaces the process-wide release handler (null: the default, printing to stderr); returns the previous.
 inline release_handler set_release_handler(release_handler handler) noexcept {
   if (handler == &detail::default_release_handler) handler = nullptr;
-  const release_handler previous =
-      __atomic_exchange_n(&detail::process_wide<detail::release_handler_slot>().handler, handler, __ATOMIC_ACQ_REL);
+  const release_handler previous = __atomic_exchange_n(detail::handler_slot(), handler, __ATOMIC_ACQ_REL);
   return previous != nullptr ? previous : &detail::default_release_handler;
 }
 /// Passes `failure` to the current release handler, as the library's destructors do (and a user's may).
 inline void report_release_failure(const error& failure) noexcept {
-  const release_handler handler =
-      __atomic_load_n(&detail::process_wide<detail::release_handler_slot>().handler, __ATOMIC_ACQUIRE);
+  const release_handler handler = __atomic_load_n(detail::handler_slot(), __ATOMIC_ACQUIRE);
   (handler != nullptr ? handler : &detail::default_release_handler)(failure);
 }
 

@@ -14,6 +14,7 @@
 
 namespace cudamem {
 
+class stream_ref;
 class event_ref;
 
 namespace detail {
@@ -27,40 +28,34 @@ inline bool is_default_stream(cudaStream_t handle) noexcept {
 inline error handle_moved_from(const char* api, const char* what) noexcept {
   return error(errc::invalid_argument, api, "the %s was moved from", what);
 }
-/// cudaStreamQuery / cudaEventQuery as true (done), false (not yet) or an error. Not-ready does not touch CUDA's
-/// last-error slot, which may hold an error of the caller's (a failed kernel launch).
+/// cudaStreamQuery / cudaEventQuery as true (done), false (not yet) or an error. Not-ready leaves CUDA's last-error
+/// slot alone: it may hold the caller's error (a failed kernel launch).
 inline result<bool> query_result(cudaError_t code, const char* api, const char* cuda_call) noexcept {
   if (code == cudaErrorNotReady) return false;
   if (auto s = check(code, api, cuda_call); !s) return s.error();
   return true;
 }
 
-/// Whether work on `handle` would join a graph capture: it captures, or it is the legacy stream while a blocking
-/// stream of the current device does. cudaStreamIsCapturing is legal in any capture mode and disturbs none.
-inline result<bool> joins_capture(cudaStream_t handle, const char* api) noexcept {
-  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-  if (CUstreamCaptureStatus st{}; driver_capture_status(handle, st)) return st != CU_STREAM_CAPTURE_STATUS_NONE;
-  const cudaError_t earlier = cudaPeekAtLastError();
-  const cudaError_t code = cudaStreamIsCapturing(handle, &capture);
-  if (code == cudaErrorStreamCaptureImplicit) {
-    if (earlier == cudaSuccess) (void)cudaGetLastError();  // the query's own error; a user's earlier one stays
-    return true;
-  }
-  if (auto s = check(code, api, "cudaStreamIsCapturing"); !s) return s.error();
-  return capture != cudaStreamCaptureStatusNone;
-}
-/// Fails with capture_active, saying `why`, when work on `handle` would join a graph capture in progress.
+/// Fails with capture_active, saying `why`, when work on `handle` would join a graph capture: it captures, or is the
+/// legacy stream while a blocking stream of the current device does (cudaStreamIsCapturing disturbs no capture).
 inline status refuse_capture(cudaStream_t handle, const char* api, const char* why) noexcept {
-  auto capturing = joins_capture(handle, api);
-  if (!capturing) return capturing.error();
-  if (*capturing) return error(errc::capture_active, api, "%s", why);
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  if (CUstreamCaptureStatus st{}; driver_capture_status(handle, st)) {
+    capture = static_cast<cudaStreamCaptureStatus>(st);
+  } else if (const cudaError_t earlier = cudaPeekAtLastError(), code = cudaStreamIsCapturing(handle, &capture);
+             code == cudaErrorStreamCaptureImplicit) {
+    if (earlier == cudaSuccess) (void)cudaGetLastError();  // the query's own error; a user's earlier one stays
+    capture = cudaStreamCaptureStatusActive;
+  } else {
+    CUDAMEM_TRY(check(code, api, "cudaStreamIsCapturing"));
+  }
+  if (capture != cudaStreamCaptureStatusNone) return error(errc::capture_active, api, "%s", why);
   return {};
 }
 
-/// Counts the times a stream object began or stopped owning a handle (created, adopted, destroyed, or given up by
-/// release()). State keyed on handles (a caching pool, the allocator registry) trusts a stream object's handle it
-/// confirmed by cudaStreamGetId only while the count is what it was then: CUDA hands a destroyed stream's handle to
-/// the next stream created, and a handle given up by release() may be destroyed without the count moving.
+/// Counts stream objects beginning or ending ownership of a handle (create, adopt, destroy, release()). State keyed on
+/// handles (the caching pool, the allocator registry) trusts a handle it confirmed by cudaStreamGetId only while the
+/// count is unchanged: CUDA reuses a destroyed stream's handle, and one given up by release() may be destroyed unseen.
 struct CUDAMEM_DETAIL_PROCESS_WIDE streams_disowned {
   std::atomic<std::uint64_t> count{0};
 };
@@ -78,10 +73,6 @@ struct event_handle {  // what an event owns; a moved-from event holds null
   static type empty() noexcept { return nullptr; }
   static void release(type handle) noexcept { check_release(cudaEventDestroy(handle), "cudaEventDestroy"); }
 };
-}  // namespace detail
-
-class stream_ref;
-namespace detail {
 bool from_owner(stream_ref s) noexcept;
 }  // namespace detail
 
@@ -118,25 +109,6 @@ class stream_ref {
     CUDAMEM_TRY(usable_outside_capture("stream::synchronize"));
     return detail::check(cudaStreamSynchronize(handle_), "stream::synchronize", "cudaStreamSynchronize");
   }
-
- private:
-  result<device_id> device_slow() const noexcept {
-    constexpr const char* api = "stream::device";
-    if (!valid()) return detail::handle_moved_from(api, "stream");
-    if (detail::is_default_stream(handle_)) {
-      auto current = current_device();
-      return current ? current : current.error().with_api(api);
-    }
-    if (device_ != unknown_device) return device_id(device_);
-    CUDAMEM_TRY(detail::refuse_capture(handle_, api,
-                                       "CUDA cannot name the device of a capturing stream without invalidating the "
-                                       "capture; use stream_ref::from_native_handle(handle, device)"));
-    int ordinal = 0;
-    CUDAMEM_TRY(detail::check(cudaStreamGetDevice(handle_, &ordinal), api, "cudaStreamGetDevice"));
-    return device_id(ordinal);
-  }
-
- public:
   /// Whether all queued work has finished (cudaStreamQuery); does not block. Not-ready is false, never an error,
   /// and leaves CUDA's last-error slot as it was. Errors: as synchronize().
   [[nodiscard]] result<bool> ready() const noexcept {
@@ -150,7 +122,22 @@ class stream_ref {
 
  private:
   static constexpr int unknown_device = cudaInvalidDeviceId;
-  explicit stream_ref(cudaStream_t handle, int device = unknown_device) noexcept : handle_(handle), device_(device) {}
+  result<device_id> device_slow() const noexcept {
+    constexpr const char* api = "stream::device";
+    if (!valid()) return detail::handle_moved_from(api, "stream");
+    if (detail::is_default_stream(handle_)) {
+      auto current = current_device();
+      return current ? current : current.error().with_api(api);
+    }
+    CUDAMEM_TRY(detail::refuse_capture(handle_, api,
+                                       "CUDA cannot name the device of a capturing stream without invalidating the "
+                                       "capture; use stream_ref::from_native_handle(handle, device)"));
+    int ordinal = 0;
+    CUDAMEM_TRY(detail::check(cudaStreamGetDevice(handle_, &ordinal), api, "cudaStreamGetDevice"));
+    return device_id(ordinal);
+  }
+  explicit stream_ref(cudaStream_t handle, int device = unknown_device, bool from_owner = false) noexcept
+      : handle_(handle), device_(device), from_owner_(from_owner) {}
   [[nodiscard]] status usable_outside_capture(const char* api) const noexcept {
     if (!valid()) return detail::handle_moved_from(api, "stream");
     return detail::refuse_capture(
@@ -218,8 +205,7 @@ struct stream_options {
 /// runs. A failed destroy goes to the release handler. Every operation on a moved-from stream is invalid_argument.
 class stream {
  public:
-  /// Creates a stream on `id`, or the current device (cudaStreamCreateWithPriority), non-blocking unless `options`
-  /// says otherwise; the current device stays. Errors: out_of_range (`id` names no device); CUDA errors.
+  /// Creates a stream on `id` (cudaStreamCreateWithPriority); the current device stays. Errors: out_of_range; CUDA's.
   [[nodiscard]] static result<stream> create(device_id id, stream_options options = {}) noexcept {
     auto guard = device_guard::set(id);
     if (!guard) return guard.error().with_api("stream::create");
@@ -241,11 +227,7 @@ class stream {
     return stream(handle, id);
   }
   /// A reference that knows this stream's device; it must not outlive the stream. Invalid after a move.
-  [[nodiscard]] stream_ref ref() const& noexcept {
-    stream_ref r(handle_.get(), device_.get());
-    r.from_owner_ = true;
-    return r;
-  }
+  [[nodiscard]] stream_ref ref() const& noexcept { return stream_ref(handle_.get(), device_.get(), true); }
   stream_ref ref() const&& = delete;  ///< Refused: it would dangle once the statement ends.
   operator stream_ref() const& noexcept { return ref(); }  ///< As ref().
   operator stream_ref() const&& = delete;  ///< Refused, as ref() of a temporary.
@@ -279,8 +261,7 @@ struct event_options {
 /// streams of any device can wait for it.
 class event {
  public:
-  /// Creates an event on `id`, or the current device (cudaEventCreateWithFlags), which stays current. Errors:
-  /// out_of_range (`id` names no device); CUDA errors.
+  /// Creates an event on `id` (cudaEventCreateWithFlags); the current device stays. Errors: out_of_range; CUDA's.
   [[nodiscard]] static result<event> create(device_id id, event_options options = {}) noexcept {
     auto guard = device_guard::set(id);
     if (!guard) return guard.error().with_api("event::create");

@@ -6,10 +6,9 @@
 
 namespace cudamem::detail {
 
-/// Switches the calling thread to relaxed stream-capture mode while it lives, then back. A capture
-/// in global or thread-local mode makes CUDA refuse "unsafe" calls (cudaMalloc, a synchronize) from
-/// other code and invalidates the capture; the library's synchronous operations and allocations
-/// are not part of any capture, so they run in relaxed mode, as PyTorch's allocator does.
+/// Switches the calling thread to relaxed stream-capture mode while it lives, then back. A global or thread-local
+/// capture makes CUDA refuse "unsafe" calls (cudaMalloc, a synchronize) from other code, invalidating the capture; the
+/// library's synchronous operations and allocations belong to no capture, so they run relaxed, as PyTorch's do.
 class relaxed_capture_scope {
  public:
   relaxed_capture_scope() noexcept { (void)exchange_capture_mode(&mode_); }

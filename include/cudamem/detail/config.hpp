@@ -10,17 +10,10 @@
 #if __cplusplus < 202002L
 #error "cudamem needs C++20 (-std=c++20)"
 #endif
-#if defined(__CUDACC__)  // execution-space annotations: one spelling for nvcc and for plain host compilers
+#if defined(__CUDACC__)  // the execution-space annotation of what runs on both sides, for nvcc and plain compilers
 #define CUDAMEM_HD __host__ __device__
-#define CUDAMEM_HOST __host__
 #else
 #define CUDAMEM_HD
-#define CUDAMEM_HOST
-#endif
-#if defined(__CUDA_ARCH__)
-#define CUDAMEM_IN_DEVICE_CODE 1
-#else
-#define CUDAMEM_IN_DEVICE_CODE 0
 #endif
 // CUDAMEM_ASSERT(condition, message), for what is too hot to return a result (views' operator[], unchecked
 // slicing): in debug builds a failure prints, then aborts (host) or traps (device); under NDEBUG it evaluates nothing.
@@ -32,7 +25,7 @@
 namespace cudamem::detail {
 [[noreturn]] CUDAMEM_HD inline void assertion_failed(const char* condition, const char* message, const char* file,
                                                      int line) noexcept {
-#if CUDAMEM_IN_DEVICE_CODE
+#if defined(__CUDA_ARCH__)
   printf("%s:%d: cudamem assertion failed: %s (%s)\n", file, line, condition, message);
   __trap();
 #else

@@ -1,10 +1,9 @@
 // SPDX-License-Identifier: MIT
-// cudamem: the driver's forms of the stream and event queries the library makes on hot paths. On an H200 host the
-// runtime's cudaStreamIsCapturing and cudaStreamGetId cost about 60 ns each, the driver's about 15 ns. (The current
-// device stays the runtime's business: it can differ from the driver's current context.) The entry
-// points come from cudaGetDriverEntryPointByVersion, so nothing links libcuda. Each wrapper answers through the
-// driver when it can and otherwise makes the runtime call, whose error code and message the library reports.
-// Internal.
+// cudamem: the driver's forms of the stream and event queries made on hot paths (on an H200 host the runtime's
+// cudaStreamIsCapturing and cudaStreamGetId cost about 60 ns each, the driver's about 15 ns), loaded with
+// cudaGetDriverEntryPointByVersion so that nothing links libcuda. Each wrapper answers through the driver when it can,
+// else makes the runtime call, whose error the library reports. The current device stays the runtime's business (it
+// can differ from the driver's current context). Internal.
 #pragma once
 
 #include <cudamem/detail/config.hpp>
@@ -74,8 +73,7 @@ inline cudaError_t stream_capture_status(cudaStream_t s, cudaStreamCaptureStatus
 /// cudaStreamGetId, likewise.
 inline cudaError_t stream_unique_id(cudaStream_t s, unsigned long long* id) noexcept {
   const auto f = driver().stream_get_id;
-  if (f != nullptr && f(s, id) == CUDA_SUCCESS) return cudaSuccess;
-  return cudaStreamGetId(s, id);
+  return f != nullptr && f(s, id) == CUDA_SUCCESS ? cudaSuccess : cudaStreamGetId(s, id);
 }
 /// cudaThreadExchangeStreamCaptureMode, likewise.
 inline cudaError_t exchange_capture_mode(cudaStreamCaptureMode* mode) noexcept {
@@ -86,8 +84,7 @@ inline cudaError_t exchange_capture_mode(cudaStreamCaptureMode* mode) noexcept {
 /// cudaEventRecord, likewise.
 inline cudaError_t record_event(cudaEvent_t e, cudaStream_t s) noexcept {
   const auto f = driver().event_record;
-  if (f != nullptr && f(e, s) == CUDA_SUCCESS) return cudaSuccess;
-  return cudaEventRecord(e, s);
+  return f != nullptr && f(e, s) == CUDA_SUCCESS ? cudaSuccess : cudaEventRecord(e, s);
 }
 /// cudaEventQuery, likewise; not-ready from the driver is cudaErrorNotReady, which the runtime never stores.
 inline cudaError_t query_event(cudaEvent_t e) noexcept {

@@ -1,9 +1,8 @@
 // SPDX-License-Identifier: MIT
-// cudamem: process-wide state (the release handler, registries), one per process even when several shared
-// libraries include cudamem with -fvisibility=hidden, where a function-local static would be one per library.
-// process_wide has default visibility, so the dynamic linker binds every library to one definition (a unique
-// global symbol); the state type must be CUDAMEM_DETAIL_PROCESS_WIDE too, as a template instantiated with a
-// hidden type is hidden. tests/shared_state checks each state. Internal.
+// cudamem: process-wide state (the release handler, registries), one per process even when several shared libraries
+// include cudamem with -fvisibility=hidden, where a function-local static would be one per library. process_wide has
+// default visibility, so the dynamic linker binds every library to one definition; the state type needs
+// CUDAMEM_DETAIL_PROCESS_WIDE too, as a template instantiated with a hidden type is hidden. Internal.
 #pragma once
 
 #include <new>

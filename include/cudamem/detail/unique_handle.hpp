@@ -6,11 +6,10 @@
 
 namespace cudamem::detail {
 
-/// Owns one handle and releases it exactly once. The owning types (stream, event, device_guard, ...) hold one as a
-/// member and declare no move operations or destructor: the generated ones move it, and copying does not compile.
-/// `Traits` (see stream_handle) gives `type` (copyable, comparable with ==), `static type empty() noexcept` (the
-/// sentinel that owns nothing; not necessarily null: a moved-from stream holds a handle CUDA rejects, since null is
-/// a valid stream) and `static void release(type) noexcept` (called once per owned handle, never with empty()).
+/// Owns one handle and releases it exactly once. An owning type (stream, event, device_guard, ...) holds one and
+/// declares no moves or destructor: the generated ones move it, and copying does not compile. `Traits` gives `type`
+/// (copyable, comparable with ==), `static type empty() noexcept` (owns nothing; not always null, as null is a valid
+/// stream) and `static void release(type) noexcept` (called once per owned handle, never with empty()).
 template <class Traits>
 class unique_handle {
  public:
@@ -23,8 +22,6 @@ class unique_handle {
     if (this != &other) reset(other.release());
     return *this;
   }
-  unique_handle(const unique_handle&) = delete;
-  unique_handle& operator=(const unique_handle&) = delete;
   ~unique_handle() { reset(); }
 
   [[nodiscard]] handle_type get() const noexcept { return handle_; }  ///< The handle (empty() when none is owned).
