@@ -34,8 +34,7 @@
 /// Typed, kind-checked CUDA memory. Everything public lives here; `cudamem::detail` is internal.
 
 /// \file
-/// `buffer<T, Kind>`: owning memory of one kind; move-only, deep-const, freed through the resource it came from,
-/// with its device current, in its stream's order.
+/// `buffer<T, Kind>`: owning memory of one kind; move-only, deep-const, freed through its resource in stream order.
 
 /// \file
 /// Per-stream allocator registration (ACL's aclrtAllocatorRegister, as RAII): `buffer<T, device>::allocate(n, s)`
@@ -44,16 +43,14 @@
 ///     result<registration> register_allocator(stream_ref s, resource_ref<device> r)   unregisters when it goes
 ///     resource_ref<device> allocator_for(stream_ref s)      the registered one, else default_resource<device>(true)
 ///
-/// The registry is keyed on cudaStreamGetId, which never repeats in a process, so a stream created later at a
-/// destroyed stream's address does not inherit its registration (during a capture, where CUDA gives no id, the handle
-/// decides). The default streams (legacy, per-thread) are shared
-/// by every caller on a device and cannot be registered. One registry per process, also across shared libraries.
+/// Keyed on cudaStreamGetId, which never repeats in a process: a stream created later at a destroyed stream's address
+/// does not inherit its registration (during a capture, where CUDA gives no id, the handle decides). Default streams
+/// cannot be registered. One registry per process, also across shared libraries.
 
-// cudamem: process-wide state (the release handler, registries), one per process even when several shared
-// libraries include cudamem with -fvisibility=hidden, where a function-local static would be one per library.
-// process_wide has default visibility, so the dynamic linker binds every library to one definition (a unique
-// global symbol); the state type must be CUDAMEM_DETAIL_PROCESS_WIDE too, as a template instantiated with a
-// hidden type is hidden. tests/shared_state checks each state. Internal.
+// cudamem: process-wide state (the release handler, registries), one per process even when several shared libraries
+// include cudamem with -fvisibility=hidden, where a function-local static would be one per library. process_wide has
+// default visibility, so the dynamic linker binds every library to one definition; the state type needs
+// CUDAMEM_DETAIL_PROCESS_WIDE too, as a template instantiated with a hidden type is hidden. Internal.
 
 #include <new>
 #include <type_traits>
@@ -75,18 +72,55 @@ CUDAMEM_DETAIL_PROCESS_WIDE State& process_wide() noexcept {
   return *instance;
 }
 }  // namespace cudamem::detail
+// cudamem: the move-only ownership every RAII type of the library shares. Internal: include a public header instead.
+
+#include <utility>
+
+namespace cudamem::detail {
+
+/// Owns one handle and releases it exactly once. An owning type (stream, event, device_guard, ...) holds one and
+/// declares no moves or destructor: the generated ones move it, and copying does not compile. `Traits` gives `type`
+/// (copyable, comparable with ==), `static type empty() noexcept` (owns nothing; not always null, as null is a valid
+/// stream) and `static void release(type) noexcept` (called once per owned handle, never with empty()).
+template <class Traits>
+class unique_handle {
+ public:
+  using handle_type = typename Traits::type;
+
+  unique_handle() noexcept : handle_(Traits::empty()) {}                       ///< Owns nothing.
+  explicit unique_handle(handle_type handle) noexcept : handle_(handle) {}     ///< Owns `handle` (may be empty()).
+  unique_handle(unique_handle&& other) noexcept : handle_(other.release()) {}  ///< Takes over; `other` is left empty.
+  unique_handle& operator=(unique_handle&& other) noexcept {  // releases this handle, then takes over `other`'s
+    if (this != &other) reset(other.release());
+    return *this;
+  }
+  ~unique_handle() { reset(); }
+
+  [[nodiscard]] handle_type get() const noexcept { return handle_; }  ///< The handle (empty() when none is owned).
+  [[nodiscard]] bool valid() const noexcept { return !(handle_ == Traits::empty()); }  ///< False when none is owned.
+  /// Gives the handle up without releasing it; this owns nothing afterwards.
+  [[nodiscard]] handle_type release() noexcept { return std::exchange(handle_, Traits::empty()); }
+  void reset(handle_type handle = Traits::empty()) noexcept {  // releases the owned handle (if any), then owns `handle`
+    if (valid()) Traits::release(handle_);
+    handle_ = handle;
+  }
+
+ private:
+  handle_type handle_;
+};
+
+}  // namespace cudamem::detail
 /// \file
 /// Memory resources: where a buffer's memory comes from and goes back to, with the stream-first interface of CCCL's
 /// cuda::mr and RMM; `resource_ref<K>` is the type-erased handle a buffer keeps.
 
 // cudamem: keeping the library's own calls out of the user's stream captures. Internal.
 
-// cudamem: the driver's forms of the stream and event queries the library makes on hot paths. On an H200 host the
-// runtime's cudaStreamIsCapturing and cudaStreamGetId cost about 60 ns each, the driver's about 15 ns. (The current
-// device stays the runtime's business: it can differ from the driver's current context.) The entry
-// points come from cudaGetDriverEntryPointByVersion, so nothing links libcuda. Each wrapper answers through the
-// driver when it can and otherwise makes the runtime call, whose error code and message the library reports.
-// Internal.
+// cudamem: the driver's forms of the stream and event queries made on hot paths (on an H200 host the runtime's
+// cudaStreamIsCapturing and cudaStreamGetId cost about 60 ns each, the driver's about 15 ns), loaded with
+// cudaGetDriverEntryPointByVersion so that nothing links libcuda. Each wrapper answers through the driver when it can,
+// else makes the runtime call, whose error the library reports. The current device stays the runtime's business (it
+// can differ from the driver's current context). Internal.
 
 // cudamem: configuration shared by every header. Internal: include a public header instead.
 
@@ -98,17 +132,10 @@ CUDAMEM_DETAIL_PROCESS_WIDE State& process_wide() noexcept {
 #if __cplusplus < 202002L
 #error "cudamem needs C++20 (-std=c++20)"
 #endif
-#if defined(__CUDACC__)  // execution-space annotations: one spelling for nvcc and for plain host compilers
+#if defined(__CUDACC__)  // the execution-space annotation of what runs on both sides, for nvcc and plain compilers
 #define CUDAMEM_HD __host__ __device__
-#define CUDAMEM_HOST __host__
 #else
 #define CUDAMEM_HD
-#define CUDAMEM_HOST
-#endif
-#if defined(__CUDA_ARCH__)
-#define CUDAMEM_IN_DEVICE_CODE 1
-#else
-#define CUDAMEM_IN_DEVICE_CODE 0
 #endif
 // CUDAMEM_ASSERT(condition, message), for what is too hot to return a result (views' operator[], unchecked
 // slicing): in debug builds a failure prints, then aborts (host) or traps (device); under NDEBUG it evaluates nothing.
@@ -120,7 +147,7 @@ CUDAMEM_DETAIL_PROCESS_WIDE State& process_wide() noexcept {
 namespace cudamem::detail {
 [[noreturn]] CUDAMEM_HD inline void assertion_failed(const char* condition, const char* message, const char* file,
                                                      int line) noexcept {
-#if CUDAMEM_IN_DEVICE_CODE
+#if defined(__CUDA_ARCH__)
   printf("%s:%d: cudamem assertion failed: %s (%s)\n", file, line, condition, message);
   __trap();
 #else
@@ -198,8 +225,7 @@ inline cudaError_t stream_capture_status(cudaStream_t s, cudaStreamCaptureStatus
 /// cudaStreamGetId, likewise.
 inline cudaError_t stream_unique_id(cudaStream_t s, unsigned long long* id) noexcept {
   const auto f = driver().stream_get_id;
-  if (f != nullptr && f(s, id) == CUDA_SUCCESS) return cudaSuccess;
-  return cudaStreamGetId(s, id);
+  return f != nullptr && f(s, id) == CUDA_SUCCESS ? cudaSuccess : cudaStreamGetId(s, id);
 }
 /// cudaThreadExchangeStreamCaptureMode, likewise.
 inline cudaError_t exchange_capture_mode(cudaStreamCaptureMode* mode) noexcept {
@@ -210,8 +236,7 @@ inline cudaError_t exchange_capture_mode(cudaStreamCaptureMode* mode) noexcept {
 /// cudaEventRecord, likewise.
 inline cudaError_t record_event(cudaEvent_t e, cudaStream_t s) noexcept {
   const auto f = driver().event_record;
-  if (f != nullptr && f(e, s) == CUDA_SUCCESS) return cudaSuccess;
-  return cudaEventRecord(e, s);
+  return f != nullptr && f(e, s) == CUDA_SUCCESS ? cudaSuccess : cudaEventRecord(e, s);
 }
 /// cudaEventQuery, likewise; not-ready from the driver is cudaErrorNotReady, which the runtime never stores.
 inline cudaError_t query_event(cudaEvent_t e) noexcept {
@@ -228,10 +253,9 @@ inline cudaError_t query_event(cudaEvent_t e) noexcept {
 
 namespace cudamem::detail {
 
-/// Switches the calling thread to relaxed stream-capture mode while it lives, then back. A capture
-/// in global or thread-local mode makes CUDA refuse "unsafe" calls (cudaMalloc, a synchronize) from
-/// other code and invalidates the capture; the library's synchronous operations and allocations
-/// are not part of any capture, so they run in relaxed mode, as PyTorch's allocator does.
+/// Switches the calling thread to relaxed stream-capture mode while it lives, then back. A global or thread-local
+/// capture makes CUDA refuse "unsafe" calls (cudaMalloc, a synchronize) from other code, invalidating the capture; the
+/// library's synchronous operations and allocations belong to no capture, so they run relaxed, as PyTorch's do.
 class relaxed_capture_scope {
  public:
   relaxed_capture_scope() noexcept { (void)exchange_capture_mode(&mode_); }
@@ -311,47 +335,6 @@ inline constexpr kind_id kind_id_of = std::is_same_v<K, host>     ? kind_id::hos
 /// Streams and events on a device: owning, move-only `stream` and `event` (an lvalue converts to its ref), and
 /// non-owning, trivially copyable `stream_ref` and `event_ref`.
 
-// cudamem: the move-only ownership every RAII type of the library shares. Internal: include a public header instead.
-
-#include <utility>
-
-namespace cudamem::detail {
-
-/// Owns one handle and releases it exactly once. The owning types (stream, event, device_guard, ...) hold one as a
-/// member and declare no move operations or destructor: the generated ones move it, and copying does not compile.
-/// `Traits` (see stream_handle) gives `type` (copyable, comparable with ==), `static type empty() noexcept` (the
-/// sentinel that owns nothing; not necessarily null: a moved-from stream holds a handle CUDA rejects, since null is
-/// a valid stream) and `static void release(type) noexcept` (called once per owned handle, never with empty()).
-template <class Traits>
-class unique_handle {
- public:
-  using handle_type = typename Traits::type;
-
-  unique_handle() noexcept : handle_(Traits::empty()) {}                       ///< Owns nothing.
-  explicit unique_handle(handle_type handle) noexcept : handle_(handle) {}     ///< Owns `handle` (may be empty()).
-  unique_handle(unique_handle&& other) noexcept : handle_(other.release()) {}  ///< Takes over; `other` is left empty.
-  unique_handle& operator=(unique_handle&& other) noexcept {  // releases this handle, then takes over `other`'s
-    if (this != &other) reset(other.release());
-    return *this;
-  }
-  unique_handle(const unique_handle&) = delete;
-  unique_handle& operator=(const unique_handle&) = delete;
-  ~unique_handle() { reset(); }
-
-  [[nodiscard]] handle_type get() const noexcept { return handle_; }  ///< The handle (empty() when none is owned).
-  [[nodiscard]] bool valid() const noexcept { return !(handle_ == Traits::empty()); }  ///< False when none is owned.
-  /// Gives the handle up without releasing it; this owns nothing afterwards.
-  [[nodiscard]] handle_type release() noexcept { return std::exchange(handle_, Traits::empty()); }
-  void reset(handle_type handle = Traits::empty()) noexcept {  // releases the owned handle (if any), then owns `handle`
-    if (valid()) Traits::release(handle_);
-    handle_ = handle;
-  }
-
- private:
-  handle_type handle_;
-};
-
-}  // namespace cudamem::detail
 /// \file
 /// Devices: ids (`device_id`), the current device, an RAII guard (`device_guard`), and the few cached properties the
 /// library needs (`max_pitch`, `compute_capability`).
@@ -558,70 +541,66 @@ decltype(auto) invoke(F&& f, Arg&& arg) {
 // Tags of result<T>'s private constructors: from another result; from a function's value, made in place.
 struct from_result_t {};
 struct from_invoke_t {};
-// The implementation of what result<T> and status share, once for every const and value category of the
-// result (Self). A friend of every result, so that it can make any result<U> in place.
-struct result_ops {
+// What result<T> and status share, written once for every const and value category of a result (Self); Derived
+// is the result, reached by a cast. Every result befriends every result_base, which can so make any result<U>.
+template <class Derived>
+class result_base {
+  Derived& self() noexcept { return static_cast<Derived&>(*this); }
+  const Derived& self() const noexcept { return static_cast<const Derived&>(*this); }
+  void check_error() const noexcept {
+    check(false, false, std::is_same_v<Derived, result<void>> ? "status::error()" : "result::error()");
+  }
   template <class Self>
   using value_of = typename std::remove_cvref_t<Self>::value_type;
-  // Aborts unless `self` holds a value (`want_value`), or an error; when `always`, or in debug builds.
-  template <class Self>
-  static void check(const Self& self, bool want_value, [[maybe_unused]] bool always, const char* what) noexcept {
-#ifdef NDEBUG
-    if (!always) return;
-#endif
-    if (self.has_value_ != want_value) [[unlikely]]
-      bad_result_access(what, self.has_value_ ? nullptr : &self.error_);
-  }
-  template <class Self, class F>
-  static decltype(auto) on_value([[maybe_unused]] Self&& self, F&& f) {  // f(value), or f() for a status
-    if constexpr (std::is_void_v<value_of<Self>>) return std::forward<F>(f)();
-    else return detail::invoke(std::forward<F>(f), std::forward<Self>(self).value_);
-  }
   template <class R, class Self>
   static R keep_value([[maybe_unused]] Self&& self) {  // the value of `self` (success, for a status) as R
     if constexpr (std::is_void_v<value_of<Self>>) return R();
     else return R(std::in_place, std::forward<Self>(self).value_);
   }
   template <class Self, class F>
-  static auto and_then(Self&& self, F&& f) {
+  static auto and_then_(Self&& self, F&& f) {
     using next = std::remove_cvref_t<decltype(on_value(std::forward<Self>(self), std::forward<F>(f)))>;
     static_assert(is_result<next>, "result::and_then: the function must return a cudamem::result");
     if (self.has_value_) return static_cast<next>(on_value(std::forward<Self>(self), std::forward<F>(f)));
-    return next(unexpect, std::forward<Self>(self).error_);
+    return next(unexpect, self.error_);
   }
   template <class Self, class F>
-  static auto transform(Self&& self, F&& f) {
+  static auto transform_(Self&& self, F&& f) {
     using next = std::remove_cv_t<decltype(on_value(std::forward<Self>(self), std::forward<F>(f)))>;
-    if (!self.has_value_) return result<next>(unexpect, std::forward<Self>(self).error_);
+    if (!self.has_value_) return result<next>(unexpect, self.error_);
     if constexpr (std::is_void_v<next>) return on_value(std::forward<Self>(self), std::forward<F>(f)), result<next>();
     else return result<next>(from_invoke_t{}, std::forward<F>(f), std::forward<Self>(self));
   }
   template <class Self, class F>
-  static auto or_else(Self&& self, F&& f) {
+  static auto or_else_(Self&& self, F&& f) {
     using next = std::remove_cvref_t<decltype(detail::invoke(std::forward<F>(f), std::forward<Self>(self).error_))>;
     static_assert(is_result<next> && std::is_same_v<typename next::value_type, value_of<Self>>,
                   "result::or_else: the function must return a result of the same type (a status for a status)");
     if (self.has_value_) return keep_value<next>(std::forward<Self>(self));
     return static_cast<next>(detail::invoke(std::forward<F>(f), std::forward<Self>(self).error_));
   }
-  template <class Self, class F, class R = std::remove_cvref_t<Self>>
-  static R map_error(Self&& self, F&& f) {
+  template <class Self, class F>
+  static Derived map_error(Self&& self, F&& f) {
     using next = std::remove_cv_t<decltype(detail::invoke(std::forward<F>(f), std::forward<Self>(self).error_))>;
-    static_assert(std::is_same_v<next, error>,
+    static_assert(std::is_same_v<next, cudamem::error>,
                   "result::transform_error: the function must return a cudamem::error (results have one error type)");
-    if (self.has_value_) return keep_value<R>(std::forward<Self>(self));
-    return R(unexpect, detail::invoke(std::forward<F>(f), std::forward<Self>(self).error_));
+    if (self.has_value_) return keep_value<Derived>(std::forward<Self>(self));
+    return Derived(unexpect, detail::invoke(std::forward<F>(f), std::forward<Self>(self).error_));
   }
-};
 
-// The members result<T> and status share, written once: Derived is the result, reached by a cast.
-template <class Derived>
-class result_base {
-  using ops = result_ops;
-  Derived& self() noexcept { return static_cast<Derived&>(*this); }
-  const Derived& self() const noexcept { return static_cast<const Derived&>(*this); }
-  void check_error() const noexcept {
-    ops::check(self(), false, false, std::is_same_v<Derived, result<void>> ? "status::error()" : "result::error()");
+ protected:
+  // Aborts unless this holds a value (`want_value`), or an error: when `always`, else in debug builds only.
+  void check(bool want_value, [[maybe_unused]] bool always, const char* what) const noexcept {
+#ifdef NDEBUG
+    if (!always) return;
+#endif
+    if (self().has_value_ != want_value) [[unlikely]]
+      bad_result_access(what, self().has_value_ ? nullptr : &self().error_);
+  }
+  template <class Self, class F>
+  static decltype(auto) on_value([[maybe_unused]] Self&& self, F&& f) {  // f(value), or f() for a status
+    if constexpr (std::is_void_v<value_of<Self>>) return std::forward<F>(f)();
+    else return detail::invoke(std::forward<F>(f), std::forward<Self>(self).value_);
   }
 
  public:
@@ -641,33 +620,31 @@ class result_base {
   [[nodiscard]] cudamem::error error_or(G&& fallback) const {
     return self().has_value_ ? static_cast<cudamem::error>(std::forward<G>(fallback)) : self().error_;
   }
-  /// As std::expected's, in this result's value category: with a value, and_then returns `f(value())` (a result) and
-  /// transform it in a result; with an error, or_else returns `f(error())` (a result of this type) and
-  /// transform_error it (an error) in a result; else what this holds. A status calls `f()` for `f(value())`.
-  auto and_then(auto&& f) & { return ops::and_then(self(), std::forward<decltype(f)>(f)); }
-  auto and_then(auto&& f) const& { return ops::and_then(self(), std::forward<decltype(f)>(f)); }
-  auto and_then(auto&& f) && { return ops::and_then(std::move(self()), std::forward<decltype(f)>(f)); }
-  auto and_then(auto&& f) const&& { return ops::and_then(std::move(self()), std::forward<decltype(f)>(f)); }
-  auto transform(auto&& f) & { return ops::transform(self(), std::forward<decltype(f)>(f)); }
-  auto transform(auto&& f) const& { return ops::transform(self(), std::forward<decltype(f)>(f)); }
-  auto transform(auto&& f) && { return ops::transform(std::move(self()), std::forward<decltype(f)>(f)); }
-  auto transform(auto&& f) const&& { return ops::transform(std::move(self()), std::forward<decltype(f)>(f)); }
-  auto or_else(auto&& f) & { return ops::or_else(self(), std::forward<decltype(f)>(f)); }
-  auto or_else(auto&& f) const& { return ops::or_else(self(), std::forward<decltype(f)>(f)); }
-  auto or_else(auto&& f) && { return ops::or_else(std::move(self()), std::forward<decltype(f)>(f)); }
-  auto or_else(auto&& f) const&& { return ops::or_else(std::move(self()), std::forward<decltype(f)>(f)); }
-  Derived transform_error(auto&& f) & { return ops::map_error(self(), std::forward<decltype(f)>(f)); }
-  Derived transform_error(auto&& f) const& { return ops::map_error(self(), std::forward<decltype(f)>(f)); }
-  Derived transform_error(auto&& f) && { return ops::map_error(std::move(self()), std::forward<decltype(f)>(f)); }
-  Derived transform_error(auto&& f) const&& { return ops::map_error(std::move(self()), std::forward<decltype(f)>(f)); }
+  /// As std::expected's, in this result's value category (a status calls `f()`): and_then is `f(value())` (a result),
+  /// transform it in a result; or_else is `f(error())` (a result of this type), transform_error it (an error) in one.
+  auto and_then(auto&& f) & { return and_then_(self(), std::forward<decltype(f)>(f)); }
+  auto and_then(auto&& f) const& { return and_then_(self(), std::forward<decltype(f)>(f)); }
+  auto and_then(auto&& f) && { return and_then_(std::move(self()), std::forward<decltype(f)>(f)); }
+  auto and_then(auto&& f) const&& { return and_then_(std::move(self()), std::forward<decltype(f)>(f)); }
+  auto transform(auto&& f) & { return transform_(self(), std::forward<decltype(f)>(f)); }
+  auto transform(auto&& f) const& { return transform_(self(), std::forward<decltype(f)>(f)); }
+  auto transform(auto&& f) && { return transform_(std::move(self()), std::forward<decltype(f)>(f)); }
+  auto transform(auto&& f) const&& { return transform_(std::move(self()), std::forward<decltype(f)>(f)); }
+  auto or_else(auto&& f) & { return or_else_(self(), std::forward<decltype(f)>(f)); }
+  auto or_else(auto&& f) const& { return or_else_(self(), std::forward<decltype(f)>(f)); }
+  auto or_else(auto&& f) && { return or_else_(std::move(self()), std::forward<decltype(f)>(f)); }
+  auto or_else(auto&& f) const&& { return or_else_(std::move(self()), std::forward<decltype(f)>(f)); }
+  Derived transform_error(auto&& f) & { return map_error(self(), std::forward<decltype(f)>(f)); }
+  Derived transform_error(auto&& f) const& { return map_error(self(), std::forward<decltype(f)>(f)); }
+  Derived transform_error(auto&& f) && { return map_error(std::move(self()), std::forward<decltype(f)>(f)); }
+  Derived transform_error(auto&& f) const&& { return map_error(std::move(self()), std::forward<decltype(f)>(f)); }
   /// Exchanges the states of two results, where the result's member swap exists.
   friend void swap(Derived& a, Derived& b) noexcept(noexcept(a.swap(b)))
     requires requires { a.swap(b); }
   {
     a.swap(b);
   }
-  /// True when this holds an error equal to `failure` (as comparing with std::unexpected). R is deduced: nothing
-  /// converts to a result on the way in.
+  /// True when this holds an error equal to `failure`, as std::unexpected (R is deduced: nothing converts to a result).
   template <class R>
     requires std::is_same_v<R, Derived>
   friend bool operator==(const R& a, const cudamem::error& failure) noexcept {
@@ -679,9 +656,8 @@ class result_base {
 /// `result<void>` (alias status): success, or an error, with the interface of std::expected<void, error>.
 template <>
 class [[nodiscard]] result<void> : public detail::result_base<result<void>> {
-  friend detail::result_ops;
-  friend detail::result_base<result>;
-  using ops = detail::result_ops;
+  template <class>
+  friend class detail::result_base;
 
  public:
   using value_type = void;  ///< void: a success carries no value.
@@ -690,15 +666,13 @@ class [[nodiscard]] result<void> : public detail::result_base<result<void>> {
   /// A failure holding `failure`; implicit, so that a function can `return error(...)`.
   result(const cudamem::error& failure) noexcept : error_(failure), has_value_(false) {}
   result(unexpect_t, const cudamem::error& failure) noexcept : result(failure) {}  ///< A failure, as std::expected's.
-  result(const result&) = default;  ///< Copies (trivially, like the error it may hold).
-  result& operator=(const result&) = default;  ///< Copies (trivially).
   result& operator=(const cudamem::error& failure) noexcept { return *this = result(failure); }  ///< Holds `failure`.
   void emplace() noexcept { has_value_ = true; }  ///< Success from now on (drops the error).
   void swap(result& other) noexcept { std::swap(*this, other); }  ///< Exchanges the states of two results.
   /// Nothing; precondition has_value() (checked with an abort in debug builds).
-  void operator*() const noexcept { ops::check(*this, true, false, "status::operator*"); }
+  void operator*() const noexcept { check(true, false, "status::operator*"); }
   /// Nothing on success; on an error, prints the message and aborts, in every build (one overload: nothing moves).
-  void value() const noexcept { ops::check(*this, true, true, "status::value()"); }
+  void value() const noexcept { check(true, true, "status::value()"); }
   /// Equal when both succeeded, or both failed with equal errors.
   friend bool operator==(const result& a, const result& b) noexcept {
     return a.has_value_ == b.has_value_ && (a.has_value_ || a.error_ == b.error_);
@@ -720,18 +694,14 @@ class CUDAMEM_DETAIL_NODISCARD_RESULT result : public detail::result_base<result
   static_assert(!detail::is_any_of<T, cudamem::error, unexpect_t, std::in_place_t>,
                 "result<T>: T must not be error, unexpect_t or in_place_t");
   template <class>
-  friend class result;
-  friend detail::result_ops;
-  friend detail::result_base<result>;
-  using ops = detail::result_ops;
+  friend class detail::result_base;
   // std::expected's rule for converting from result<U>: T must not be made from the result itself (bool may).
-  template <class R>
-  static constexpr bool made_from = std::is_constructible_v<T, R> || std::is_convertible_v<R, T>;
+  template <class... R>
+  static constexpr bool made_from = ((std::is_constructible_v<T, R> || std::is_convertible_v<R, T>) || ...);
   template <class U, class UF>
   static constexpr bool converts_from =
-      std::is_constructible_v<T, UF> &&
-      (std::is_same_v<std::remove_cv_t<T>, bool> ||
-       !(made_from<result<U>&> || made_from<result<U>> || made_from<const result<U>&> || made_from<const result<U>>));
+      std::is_constructible_v<T, UF> && (std::is_same_v<std::remove_cv_t<T>, bool> ||
+                                         !made_from<result<U>&, result<U>, const result<U>&, const result<U>>);
 
  public:
   using value_type = T;  ///< T.
@@ -868,16 +838,16 @@ class CUDAMEM_DETAIL_NODISCARD_RESULT result : public detail::result_base<result
 
  private:
   template <class R>
-  result(detail::from_result_t, R&& other) : has_value_(other.has_value_) {
-    if (has_value_) ::new (value_address()) T(std::forward<R>(other).value_);
-    else ::new (&error_) cudamem::error(other.error_);
+  result(detail::from_result_t, R&& other) : has_value_(other.has_value()) {
+    if (has_value_) ::new (value_address()) T(*std::forward<R>(other));
+    else ::new (&error_) cudamem::error(other.error());
   }
   template <class F, class Self>
   result(detail::from_invoke_t, F&& f, Self&& self)
-      : value_(ops::on_value(std::forward<Self>(self), std::forward<F>(f))), has_value_(true) {}
+      : value_(result::on_value(std::forward<Self>(self), std::forward<F>(f))), has_value_(true) {}
   T* value_address() noexcept { return __builtin_addressof(value_); }
-  void check_value() const noexcept { ops::check(*this, true, true, "result::value()"); }
-  void assert_value() const noexcept { ops::check(*this, true, false, "result::operator*"); }
+  void check_value() const noexcept { this->check(true, true, "result::value()"); }
+  void assert_value() const noexcept { this->check(true, false, "result::operator*"); }
   template <class R>
   result& assign(R&& other) {
     if (has_value_ && other.has_value_) value_ = std::forward<R>(other).value_;
@@ -895,9 +865,8 @@ class CUDAMEM_DETAIL_NODISCARD_RESULT result : public detail::result_base<result
   // The standard's reinit-expected, error -> value on `target`: if making T throws, the error is put back.
   template <class... Args>
   static void become_value(result& target, Args&&... args) {
-    if constexpr (!std::is_nothrow_constructible_v<T, Args...> && std::is_nothrow_move_constructible_v<T>) {
-      return become_value(target, T(std::forward<Args>(args)...));
-    }
+    if constexpr (!std::is_nothrow_constructible_v<T, Args...> && std::is_nothrow_move_constructible_v<T>)
+      return become_value(target, T(std::forward<Args>(args)...));  // may throw: made before the error is touched
     [[maybe_unused]] const cudamem::error held = target.error_;
 #if defined(__cpp_exceptions) || defined(__EXCEPTIONS)
     try {
@@ -937,19 +906,18 @@ inline void default_release_handler(const error& failure) noexcept {
 struct CUDAMEM_DETAIL_PROCESS_WIDE release_handler_slot {
   release_handler handler = nullptr;
 };
+inline release_handler* handler_slot() noexcept { return &process_wide<release_handler_slot>().handler; }
 }  // namespace detail
 
 /// Replaces the process-wide release handler (null: the default, printing to stderr); returns the previous.
 inline release_handler set_release_handler(release_handler handler) noexcept {
   if (handler == &detail::default_release_handler) handler = nullptr;
-  const release_handler previous =
-      __atomic_exchange_n(&detail::process_wide<detail::release_handler_slot>().handler, handler, __ATOMIC_ACQ_REL);
+  const release_handler previous = __atomic_exchange_n(detail::handler_slot(), handler, __ATOMIC_ACQ_REL);
   return previous != nullptr ? previous : &detail::default_release_handler;
 }
 /// Passes `failure` to the current release handler, as the library's destructors do (and a user's may).
 inline void report_release_failure(const error& failure) noexcept {
-  const release_handler handler =
-      __atomic_load_n(&detail::process_wide<detail::release_handler_slot>().handler, __ATOMIC_ACQUIRE);
+  const release_handler handler = __atomic_load_n(detail::handler_slot(), __ATOMIC_ACQUIRE);
   (handler != nullptr ? handler : &detail::default_release_handler)(failure);
 }
 
@@ -1070,8 +1038,7 @@ inline result<int> cached_attribute(device_id id, const char* api) noexcept {
 /// handler). Move-only: the restore moves with it; a guard assigned over first restores its own.
 class device_guard {
  public:
-  /// Makes `id` current (if it is not already: then nothing will be restored). Errors: out_of_range (`id` names
-  /// no device); CUDA errors. On error the current device is unchanged.
+  /// Makes `id` current (restoring nothing if it already was). Errors (nothing changed): out_of_range; CUDA's.
   [[nodiscard]] static result<device_guard> set(device_id id) noexcept {
     int previous = 0;
     CUDAMEM_TRY(detail::check(cudaGetDevice(&previous), "device_guard::set", "cudaGetDevice"));
@@ -1120,6 +1087,7 @@ class device_guard {
 
 namespace cudamem {
 
+class stream_ref;
 class event_ref;
 
 namespace detail {
@@ -1133,40 +1101,34 @@ inline bool is_default_stream(cudaStream_t handle) noexcept {
 inline error handle_moved_from(const char* api, const char* what) noexcept {
   return error(errc::invalid_argument, api, "the %s was moved from", what);
 }
-/// cudaStreamQuery / cudaEventQuery as true (done), false (not yet) or an error. Not-ready does not touch CUDA's
-/// last-error slot, which may hold an error of the caller's (a failed kernel launch).
+/// cudaStreamQuery / cudaEventQuery as true (done), false (not yet) or an error. Not-ready leaves CUDA's last-error
+/// slot alone: it may hold the caller's error (a failed kernel launch).
 inline result<bool> query_result(cudaError_t code, const char* api, const char* cuda_call) noexcept {
   if (code == cudaErrorNotReady) return false;
   if (auto s = check(code, api, cuda_call); !s) return s.error();
   return true;
 }
 
-/// Whether work on `handle` would join a graph capture: it captures, or it is the legacy stream while a blocking
-/// stream of the current device does. cudaStreamIsCapturing is legal in any capture mode and disturbs none.
-inline result<bool> joins_capture(cudaStream_t handle, const char* api) noexcept {
-  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-  if (CUstreamCaptureStatus st{}; driver_capture_status(handle, st)) return st != CU_STREAM_CAPTURE_STATUS_NONE;
-  const cudaError_t earlier = cudaPeekAtLastError();
-  const cudaError_t code = cudaStreamIsCapturing(handle, &capture);
-  if (code == cudaErrorStreamCaptureImplicit) {
-    if (earlier == cudaSuccess) (void)cudaGetLastError();  // the query's own error; a user's earlier one stays
-    return true;
-  }
-  if (auto s = check(code, api, "cudaStreamIsCapturing"); !s) return s.error();
-  return capture != cudaStreamCaptureStatusNone;
-}
-/// Fails with capture_active, saying `why`, when work on `handle` would join a graph capture in progress.
+/// Fails with capture_active, saying `why`, when work on `handle` would join a graph capture: it captures, or is the
+/// legacy stream while a blocking stream of the current device does (cudaStreamIsCapturing disturbs no capture).
 inline status refuse_capture(cudaStream_t handle, const char* api, const char* why) noexcept {
-  auto capturing = joins_capture(handle, api);
-  if (!capturing) return capturing.error();
-  if (*capturing) return error(errc::capture_active, api, "%s", why);
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  if (CUstreamCaptureStatus st{}; driver_capture_status(handle, st)) {
+    capture = static_cast<cudaStreamCaptureStatus>(st);
+  } else if (const cudaError_t earlier = cudaPeekAtLastError(), code = cudaStreamIsCapturing(handle, &capture);
+             code == cudaErrorStreamCaptureImplicit) {
+    if (earlier == cudaSuccess) (void)cudaGetLastError();  // the query's own error; a user's earlier one stays
+    capture = cudaStreamCaptureStatusActive;
+  } else {
+    CUDAMEM_TRY(check(code, api, "cudaStreamIsCapturing"));
+  }
+  if (capture != cudaStreamCaptureStatusNone) return error(errc::capture_active, api, "%s", why);
   return {};
 }
 
-/// Counts the times a stream object began or stopped owning a handle (created, adopted, destroyed, or given up by
-/// release()). State keyed on handles (a caching pool, the allocator registry) trusts a stream object's handle it
-/// confirmed by cudaStreamGetId only while the count is what it was then: CUDA hands a destroyed stream's handle to
-/// the next stream created, and a handle given up by release() may be destroyed without the count moving.
+/// Counts stream objects beginning or ending ownership of a handle (create, adopt, destroy, release()). State keyed on
+/// handles (the caching pool, the allocator registry) trusts a handle it confirmed by cudaStreamGetId only while the
+/// count is unchanged: CUDA reuses a destroyed stream's handle, and one given up by release() may be destroyed unseen.
 struct CUDAMEM_DETAIL_PROCESS_WIDE streams_disowned {
   std::atomic<std::uint64_t> count{0};
 };
@@ -1184,10 +1146,6 @@ struct event_handle {  // what an event owns; a moved-from event holds null
   static type empty() noexcept { return nullptr; }
   static void release(type handle) noexcept { check_release(cudaEventDestroy(handle), "cudaEventDestroy"); }
 };
-}  // namespace detail
-
-class stream_ref;
-namespace detail {
 bool from_owner(stream_ref s) noexcept;
 }  // namespace detail
 
@@ -1224,25 +1182,6 @@ class stream_ref {
     CUDAMEM_TRY(usable_outside_capture("stream::synchronize"));
     return detail::check(cudaStreamSynchronize(handle_), "stream::synchronize", "cudaStreamSynchronize");
   }
-
- private:
-  result<device_id> device_slow() const noexcept {
-    constexpr const char* api = "stream::device";
-    if (!valid()) return detail::handle_moved_from(api, "stream");
-    if (detail::is_default_stream(handle_)) {
-      auto current = current_device();
-      return current ? current : current.error().with_api(api);
-    }
-    if (device_ != unknown_device) return device_id(device_);
-    CUDAMEM_TRY(detail::refuse_capture(handle_, api,
-                                       "CUDA cannot name the device of a capturing stream without invalidating the "
-                                       "capture; use stream_ref::from_native_handle(handle, device)"));
-    int ordinal = 0;
-    CUDAMEM_TRY(detail::check(cudaStreamGetDevice(handle_, &ordinal), api, "cudaStreamGetDevice"));
-    return device_id(ordinal);
-  }
-
- public:
   /// Whether all queued work has finished (cudaStreamQuery); does not block. Not-ready is false, never an error,
   /// and leaves CUDA's last-error slot as it was. Errors: as synchronize().
   [[nodiscard]] result<bool> ready() const noexcept {
@@ -1256,7 +1195,22 @@ class stream_ref {
 
  private:
   static constexpr int unknown_device = cudaInvalidDeviceId;
-  explicit stream_ref(cudaStream_t handle, int device = unknown_device) noexcept : handle_(handle), device_(device) {}
+  result<device_id> device_slow() const noexcept {
+    constexpr const char* api = "stream::device";
+    if (!valid()) return detail::handle_moved_from(api, "stream");
+    if (detail::is_default_stream(handle_)) {
+      auto current = current_device();
+      return current ? current : current.error().with_api(api);
+    }
+    CUDAMEM_TRY(detail::refuse_capture(handle_, api,
+                                       "CUDA cannot name the device of a capturing stream without invalidating the "
+                                       "capture; use stream_ref::from_native_handle(handle, device)"));
+    int ordinal = 0;
+    CUDAMEM_TRY(detail::check(cudaStreamGetDevice(handle_, &ordinal), api, "cudaStreamGetDevice"));
+    return device_id(ordinal);
+  }
+  explicit stream_ref(cudaStream_t handle, int device = unknown_device, bool from_owner = false) noexcept
+      : handle_(handle), device_(device), from_owner_(from_owner) {}
   [[nodiscard]] status usable_outside_capture(const char* api) const noexcept {
     if (!valid()) return detail::handle_moved_from(api, "stream");
     return detail::refuse_capture(
@@ -1324,8 +1278,7 @@ struct stream_options {
 /// runs. A failed destroy goes to the release handler. Every operation on a moved-from stream is invalid_argument.
 class stream {
  public:
-  /// Creates a stream on `id`, or the current device (cudaStreamCreateWithPriority), non-blocking unless `options`
-  /// says otherwise; the current device stays. Errors: out_of_range (`id` names no device); CUDA errors.
+  /// Creates a stream on `id` (cudaStreamCreateWithPriority); the current device stays. Errors: out_of_range; CUDA's.
   [[nodiscard]] static result<stream> create(device_id id, stream_options options = {}) noexcept {
     auto guard = device_guard::set(id);
     if (!guard) return guard.error().with_api("stream::create");
@@ -1347,11 +1300,7 @@ class stream {
     return stream(handle, id);
   }
   /// A reference that knows this stream's device; it must not outlive the stream. Invalid after a move.
-  [[nodiscard]] stream_ref ref() const& noexcept {
-    stream_ref r(handle_.get(), device_.get());
-    r.from_owner_ = true;
-    return r;
-  }
+  [[nodiscard]] stream_ref ref() const& noexcept { return stream_ref(handle_.get(), device_.get(), true); }
   stream_ref ref() const&& = delete;  ///< Refused: it would dangle once the statement ends.
   operator stream_ref() const& noexcept { return ref(); }  ///< As ref().
   operator stream_ref() const&& = delete;  ///< Refused, as ref() of a temporary.
@@ -1385,8 +1334,7 @@ struct event_options {
 /// streams of any device can wait for it.
 class event {
  public:
-  /// Creates an event on `id`, or the current device (cudaEventCreateWithFlags), which stays current. Errors:
-  /// out_of_range (`id` names no device); CUDA errors.
+  /// Creates an event on `id` (cudaEventCreateWithFlags); the current device stays. Errors: out_of_range; CUDA's.
   [[nodiscard]] static result<event> create(device_id id, event_options options = {}) noexcept {
     auto guard = device_guard::set(id);
     if (!guard) return guard.error().with_api("event::create");
@@ -1456,8 +1404,7 @@ inline status check_alignment(std::size_t alignment, const char* api, bool cuda 
   return {};
 }
 
-/// The synchronous CUDA allocator of kind K (cudaMalloc, cudaMallocHost, cudaMallocManaged), in relaxed capture mode
-/// (an allocation is not part of anyone's capture). The stream is not used.
+/// cudaMalloc, cudaMallocHost or cudaMallocManaged: synchronous, in relaxed capture mode (in no one's capture).
 template <memory_kind K>
 struct cuda_resource {
   using kind = K;  ///< the kind it serves
@@ -1485,10 +1432,17 @@ struct cuda_resource {
                                                : is_managed ? "cudaMallocManaged"
                                                             : "cudaMalloc";
 };
+
+template <class R>
+inline R builtin_resource{};  // the objects default_resource refers to
 }  // namespace detail
 
 /// cudaMalloc on the current device: usable on every stream at once. Synchronous; cudaFree synchronizes the device.
 using device_malloc_resource = detail::cuda_resource<device>;
+/// cudaMallocHost: page-locked, mapped for every device. Synchronous.
+using pinned_resource = detail::cuda_resource<pinned>;
+/// cudaMallocManaged (attached globally) on the current device. Synchronous.
+using managed_resource = detail::cuda_resource<managed>;
 
 /// cudaMallocAsync from the pool of the stream's device, ordered on the stream; cudaFreeAsync on the stream given to
 /// deallocate. Both can be captured. Errors: not_supported without memory pools.
@@ -1513,12 +1467,6 @@ struct device_pool_resource {
     detail::check_release(cudaFreeAsync(p, s.get()), "cudaFreeAsync");
   }
 };
-
-/// cudaMallocHost: page-locked, mapped for every device. Synchronous.
-using pinned_resource = detail::cuda_resource<pinned>;
-
-/// cudaMallocManaged (attached globally) on the current device. Synchronous.
-using managed_resource = detail::cuda_resource<managed>;
 
 /// Aligned operator new: at least 64 bytes (a cache line), more when asked. Needs no device.
 struct host_resource {
@@ -1571,30 +1519,19 @@ class resource_ref {
     bool selects_device;
   };
   template <class R>
-  static constexpr bool selects_device_of() noexcept {
-    if constexpr (requires { R::selects_device; }) return R::selects_device;
-    else return false;
-  }
-  template <class R>
   static constexpr operations ops_for{[](void* r, stream_ref s, std::size_t n, std::size_t a) noexcept {
                                         return static_cast<R*>(r)->allocate(s, n, a);
                                       },
                                       [](void* r, stream_ref s, void* p, std::size_t n, std::size_t a) noexcept {
                                         static_cast<R*>(r)->deallocate(s, p, n, a);
                                       },
-                                      selects_device_of<R>()};
+                                      (requires { requires R::selects_device; })};
 
   void* object_;
   const operations* ops_;
 };
 
-namespace detail {
-template <class R>
-inline R builtin_resource{};
-}  // namespace detail
-
-/// The resource a buffer of kind K uses when none is given (device memory: the pool if stream-ordered, else
-/// cudaMalloc).
+/// The resource a buffer of kind K uses when none is given (device: the pool if stream-ordered, else cudaMalloc).
 template <memory_kind K>
 [[nodiscard]] resource_ref<K> default_resource(bool stream_ordered = false) noexcept {
   using ref = resource_ref<K>;
@@ -1611,22 +1548,21 @@ template <memory_kind K>
 #include <cstdint>
 #include <cstring>
 #include <mutex>
+#include <utility>
 
 namespace cudamem {
 namespace detail {
 
-/// A fixed table of (stream id, stream handle, resource) slots. Writers (register, unregister) take the mutex;
-/// readers take no lock: each slot is a seqlock (an odd version while a writer changes it), so a lookup is a scan of
-/// atomics. Readers match the handle (no CUDA call for a stream that has no slot) and the caller confirms the id.
-/// Ids and handles are opaque integers here, which lets the host tests drive it with made-up ones.
+/// Fixed (stream id, handle, resource) slots. Writers take the mutex; readers take no lock: each slot is a seqlock
+/// (odd version while written). Readers match the handle, the caller confirms the id; both are opaque integers here.
 struct CUDAMEM_DETAIL_PROCESS_WIDE allocator_table {
   static constexpr std::size_t capacity = 256;  ///< streams registered at once
   static constexpr std::uint64_t no_stream = ~std::uint64_t{0};
   struct slot {
     std::atomic<std::uint32_t> version{0};
     std::atomic<std::uint64_t> stream_id{no_stream};
-    std::atomic<std::uintptr_t> handle{0};     // 0: none (free, or its stream is known to be gone)
-    std::atomic<std::uintptr_t> words[2]{};  // the resource_ref's two pointers
+    std::atomic<std::uintptr_t> handle{0};            // 0: none (free, or its stream is known to be gone)
+    std::atomic<std::uintptr_t> words[2]{};           // the resource_ref's two pointers
     std::atomic<std::uint64_t> confirmed{no_stream};  // see confirmation()
   };
   /// What a lookup finds: the resource and the id of the stream it was registered for.
@@ -1634,7 +1570,7 @@ struct CUDAMEM_DETAIL_PROCESS_WIDE allocator_table {
     resource_ref<device> resource;
     std::uint64_t stream_id;
     std::size_t slot;
-    std::uint32_t version;   // the slot's version the entry was read at
+    std::uint32_t version;    // the slot's version the entry was read at
     std::uint64_t confirmed;  // the slot's confirmation, read with it
   };
   /// A slot's confirmation: a stream object's ref() matched the registration of slot version `version` while
@@ -1647,9 +1583,8 @@ struct CUDAMEM_DETAIL_PROCESS_WIDE allocator_table {
     slots[e.slot].confirmed.store(confirmation(e.version, count), std::memory_order_relaxed);
   }
 
-  /// Registers `r` for stream `id` at `handle`; returns the slot index. A slot that holds `handle` under another id
-  /// belongs to a destroyed stream whose handle came back: it no longer answers for the handle. Errors:
-  /// invalid_argument (already registered); not_supported (the table is full).
+  /// Registers `r` for stream `id` at `handle`; returns the slot. A slot with `handle` under another id (a destroyed
+  /// stream's) stops answering for it. Errors: invalid_argument (already registered); not_supported (table full).
   result<std::size_t> insert(std::uint64_t id, std::uintptr_t handle, resource_ref<device> r) noexcept {
     const std::lock_guard<std::mutex> lock(mutex);
     const std::size_t used = high_water.load(std::memory_order_relaxed);
@@ -1660,11 +1595,9 @@ struct CUDAMEM_DETAIL_PROCESS_WIDE allocator_table {
         return error(errc::invalid_argument, "register_allocator",
                      "the stream already has a registered allocator; drop that registration first");
       if (held == no_stream && free_slot == capacity) free_slot = i;
-      if (held != no_stream && slots[i].handle.load(std::memory_order_relaxed) == handle) {
-        const std::uintptr_t kept[2] = {slots[i].words[0].load(std::memory_order_relaxed),
-                                        slots[i].words[1].load(std::memory_order_relaxed)};
-        write(slots[i], held, 0, kept);
-      }
+      if (held != no_stream && slots[i].handle.load(std::memory_order_relaxed) == handle)
+        write(slots[i], held, 0,
+              {slots[i].words[0].load(std::memory_order_relaxed), slots[i].words[1].load(std::memory_order_relaxed)});
     }
     if (free_slot == capacity) {
       if (used == capacity)
@@ -1684,8 +1617,7 @@ struct CUDAMEM_DETAIL_PROCESS_WIDE allocator_table {
   void erase(std::size_t index, std::uint64_t id) noexcept {
     const std::lock_guard<std::mutex> lock(mutex);
     if (slots[index].stream_id.load(std::memory_order_relaxed) != id) return;
-    const std::uintptr_t none[2] = {0, 0};
-    write(slots[index], no_stream, 0, none);
+    write(slots[index], no_stream, 0, {0, 0});
     count.fetch_sub(1, std::memory_order_release);
   }
   /// The entry registered at `handle`, copied into `out`; false when there is none. Lock-free.
@@ -1697,18 +1629,14 @@ struct CUDAMEM_DETAIL_PROCESS_WIDE allocator_table {
         const std::uint32_t before = s.version.load(std::memory_order_acquire);
         if (before & 1u) continue;  // a writer is inside
         if (s.handle.load(std::memory_order_acquire) != handle) break;
-        // Acquire loads of the data keep the second version read after them (no fences: ThreadSanitizer checks
-        // this code, and it does not model them).
+        // Acquire loads keep the version re-read after them (not fences: ThreadSanitizer does not model those).
         const std::uintptr_t words[2] = {s.words[0].load(std::memory_order_acquire),
                                          s.words[1].load(std::memory_order_acquire)};
         const std::uint64_t id = s.stream_id.load(std::memory_order_acquire);
         const std::uint64_t confirmed = s.confirmed.load(std::memory_order_acquire);
         if (s.version.load(std::memory_order_relaxed) != before) continue;
         std::memcpy(static_cast<void*>(&out.resource), words, sizeof words);
-        out.stream_id = id;
-        out.slot = i;
-        out.version = before;
-        out.confirmed = confirmed;
+        out = {out.resource, id, i, before, confirmed};
         return true;
       }
     }
@@ -1718,8 +1646,7 @@ struct CUDAMEM_DETAIL_PROCESS_WIDE allocator_table {
   bool empty() const noexcept { return count.load(std::memory_order_acquire) == 0; }
 
   std::mutex mutex;
-  std::atomic<std::size_t> high_water{0};
-  std::atomic<std::size_t> count{0};
+  std::atomic<std::size_t> high_water{0}, count{0};
   slot slots[capacity];
 
  private:
@@ -1735,58 +1662,32 @@ struct CUDAMEM_DETAIL_PROCESS_WIDE allocator_table {
   }
 };
 
-/// cudaStreamGetId: unique for the life of the process. CUDA refuses it on a capturing stream, so callers check the
-/// capture status first (cudaStreamIsCapturing, which is legal in every capture mode).
-inline result<std::uint64_t> stream_id(stream_ref s, const char* api) noexcept {
-  if (!s.valid()) return handle_moved_from(api, "stream");
-  unsigned long long id = 0;
-  CUDAMEM_TRY(check(stream_unique_id(s.get(), &id), api, "cudaStreamGetId"));
-  return static_cast<std::uint64_t>(id);
-}
 inline std::uintptr_t handle_key(stream_ref s) noexcept { return reinterpret_cast<std::uintptr_t>(s.get()); }
 inline allocator_table& allocators() noexcept { return process_wide<allocator_table>(); }
+struct registered {  // what a registration owns: its slot and stream id
+  using type = std::pair<std::size_t, std::uint64_t>;
+  static type empty() noexcept { return {0, allocator_table::no_stream}; }
+  static void release(type held) noexcept { allocators().erase(held.first, held.second); }
+};
 }  // namespace detail
 
-/// A registration of a device resource on a stream (move-only); its destruction unregisters it. Buffers allocated
-/// through it keep their own resource_ref and stay valid after it goes; the resource object itself must outlive
-/// every buffer it made.
+/// A device resource's registration on a stream; move-only (a moved-from one holds none). Unregisters when destroyed
+/// or assigned to; buffers made through it keep their own resource_ref (the resource must outlive them).
 class registration {
  public:
-  /// Takes over `other`'s registration; `other` holds none after.
-  registration(registration&& other) noexcept : slot_(other.slot_), id_(other.id_) { other.id_ = none; }
-  /// Unregisters this one's, then takes over `other`'s.
-  registration& operator=(registration&& other) noexcept {
-    if (this != &other) {
-      reset();
-      slot_ = other.slot_;
-      id_ = other.id_;
-      other.id_ = none;
-    }
-    return *this;
-  }
-  registration(const registration&) = delete;
-  registration& operator=(const registration&) = delete;
-  ~registration() { reset(); }
   /// Unregisters now (nothing after a move or an earlier reset). Does not synchronize.
-  void reset() noexcept {
-    if (id_ != none) detail::allocators().erase(slot_, id_);
-    id_ = none;
-  }
+  void reset() noexcept { held_.reset(); }
   /// Whether it still holds a registration.
-  [[nodiscard]] bool active() const noexcept { return id_ != none; }
+  [[nodiscard]] bool active() const noexcept { return held_.valid(); }
 
  private:
   friend result<registration> register_allocator(stream_ref, resource_ref<device>) noexcept;
-  static constexpr std::uint64_t none = detail::allocator_table::no_stream;
-  registration(std::size_t slot, std::uint64_t id) noexcept : slot_(slot), id_(id) {}
-  std::size_t slot_ = 0;
-  std::uint64_t id_ = none;
+  explicit registration(detail::registered::type held) noexcept : held_(held) {}
+  detail::unique_handle<detail::registered> held_;
 };
 
-/// Makes `r` the allocator of `s` until the returned registration goes. Does not synchronize. Errors:
-/// invalid_argument (a moved-from stream; a default stream, which every caller on the device shares; a stream that
-/// already has one); capture_active (`s` is capturing: CUDA does not name a capturing stream's id; register before
-/// the capture begins); not_supported (256 streams registered at once); CUDA errors.
+/// Makes `r` the allocator of `s` until the registration goes; does not synchronize. Errors: invalid_argument (a
+/// moved-from or default stream; already registered); capture_active; not_supported (256 registered); CUDA errors.
 [[nodiscard]] inline result<registration> register_allocator(stream_ref s, resource_ref<device> r) noexcept {
   constexpr const char* api = "register_allocator";
   if (!s.valid()) return detail::handle_moved_from(api, "stream");
@@ -1797,20 +1698,17 @@ class registration {
   CUDAMEM_TRY(detail::refuse_capture(s.get(), api,
                                      "CUDA does not name a capturing stream's id; register the allocator before the "
                                      "capture begins"));
-  auto id = detail::stream_id(s, api);
-  if (!id) return id.error();
-  auto slot = detail::allocators().insert(*id, detail::handle_key(s), r);
+  unsigned long long id = 0;
+  CUDAMEM_TRY(detail::check(detail::stream_unique_id(s.get(), &id), api, "cudaStreamGetId"));
+  auto slot = detail::allocators().insert(id, detail::handle_key(s), r);
   if (!slot) return slot.error();
-  return registration(*slot, *id);
+  return registration({*slot, id});
 }
 
-/// The resource registered on `s`, else default_resource<device>(true) (the stream-ordered pool). Does not
-/// synchronize. No CUDA call while nothing is registered, for a default stream, for a stream with no registration
-/// at its handle, or for a stream object's ref() that matched before while no stream object has been created,
-/// destroyed or released since. Else cudaStreamIsCapturing and cudaStreamGetId, whose id must match the registration's,
-/// so a stream created at a destroyed stream's handle gets the default. During a capture CUDA gives no id and the
-/// handle decides: drop a registration before destroying its stream. A moved-from stream or a failed query gives the
-/// default, whose allocate then reports the problem.
+/// The resource registered on `s`, else default_resource<device>(true); does not synchronize. No CUDA call with
+/// nothing registered, for a default stream or one with no registration, or for a stream object's ref() confirmed
+/// before while no stream object came or went; else cudaStreamIsCapturing and cudaStreamGetId, which must match
+/// (during a capture the handle decides). A moved-from stream or failed query gives the default.
 [[nodiscard]] inline resource_ref<device> allocator_for(stream_ref s) noexcept {
   const resource_ref<device> fallback = default_resource<device>(true);
   detail::allocator_table& table = detail::allocators();
@@ -1855,8 +1753,7 @@ inline result<std::size_t> bytes_of(std::size_t count, std::size_t elem_size, co
   return bytes;
 }
 
-/// Whether pointer arithmetic can step over `count` elements of `elem_size` bytes (at most PTRDIFF_MAX bytes);
-/// beyond that an offset would wrap and move backwards.
+/// Whether a pointer can step over `count` elements of `elem_size` bytes (at most PTRDIFF_MAX bytes) without wrapping.
 constexpr bool steppable(std::size_t count, std::size_t elem_size) noexcept {
   return count <= static_cast<std::size_t>(PTRDIFF_MAX) / elem_size;
 }
@@ -1871,8 +1768,8 @@ constexpr bool steppable(std::size_t count, std::size_t elem_size) noexcept {
 
 namespace cudamem {
 
-// The accessors of ptr and span (classes with a `Kind` parameter): __device__, __host__ or both, as the kind allows.
-// A g++ build has host code only: there a host-side use of device memory hits a static_assert.
+// The accessors of ptr and span (classes with a `Kind` parameter): __device__, __host__ or both, as the kind allows;
+// g++ builds are host code only, where a use of device memory hits a static_assert.
 #if defined(__CUDACC__)
 #define CUDAMEM_DETAIL_ACCESSORS(Ret, Params, Body)                    \
   template <class K_ = Kind>                                           \
@@ -1893,26 +1790,26 @@ namespace cudamem {
   }
 #endif
 
-/// A typed address of memory of kind Kind on device `device()` (host and pinned memory: device_id::host()); trivially
-/// copyable, passed to kernels by value. Dereferencing compiles only where the memory may be touched: device memory in
-/// device code, pageable host memory in host code, the other kinds in both (g++: host code only).
+/// A typed address of kind Kind on device `device()` (host and pinned: device_id::host()), passed to kernels by value.
+/// Dereferencing compiles only where the memory may be touched: device memory in device code, host in host code.
 template <class T, memory_kind Kind>
 class ptr {
+  static constexpr bool on_host = std::is_same_v<Kind, host> || std::is_same_v<Kind, pinned>;  // host and pinned
+
  public:
   using element_type = T;  ///< T.
   using kind = Kind;       ///< The memory kind.
   /// A null pointer (on device_id::host() for host and pinned memory, else on device 0).
-  CUDAMEM_HD constexpr ptr() noexcept : raw_(nullptr), device_(default_device()) {}
+  CUDAMEM_HD constexpr ptr() noexcept : raw_(nullptr), device_(on_host ? device_id::host() : device_id(0)) {}
   /// Wraps `raw`, which the caller asserts is memory of kind Kind on device `id`.
   CUDAMEM_HD constexpr ptr(T* raw, device_id id) noexcept : raw_(raw), device_(id) {}
   /// Wraps `raw`, host or pinned memory, on device_id::host().
   CUDAMEM_HD constexpr explicit ptr(T* raw) noexcept
-    requires(std::is_same_v<Kind, host> || std::is_same_v<Kind, pinned>)
+    requires on_host
       : raw_(raw), device_(device_id::host()) {}
   /// Adds const, or widens pinned to host.
   template <class U, class K2>
-    requires(std::is_convertible_v<U (*)[], T (*)[]> && kind_convertible<K2, Kind> &&
-             !(std::is_same_v<U, T> && std::is_same_v<K2, Kind>))
+    requires(std::is_convertible_v<U (*)[], T (*)[]> && kind_convertible<K2, Kind> && !std::is_same_v<ptr<U, K2>, ptr>)
   CUDAMEM_HD constexpr ptr(ptr<U, K2> other) noexcept : raw_(other.get()), device_(other.device()) {}
   CUDAMEM_HD constexpr T* get() const noexcept { return raw_; }  ///< The raw address.
   CUDAMEM_HD constexpr device_id device() const noexcept { return device_; }  ///< Where the memory lives.
@@ -1935,9 +1832,7 @@ class ptr {
   ///@}
   ///@{
   /// Equal when the address and the device are; ordered by address, then device (meaningful in one allocation).
-  CUDAMEM_HD friend constexpr bool operator==(ptr a, ptr b) noexcept {
-    return a.raw_ == b.raw_ && a.device_ == b.device_;
-  }
+  friend constexpr bool operator==(ptr, ptr) noexcept = default;
   CUDAMEM_HD friend constexpr bool operator<(ptr a, ptr b) noexcept {
     return a.raw_ != b.raw_ ? a.raw_ < b.raw_ : a.device_.get() < b.device_.get();
   }
@@ -1947,9 +1842,6 @@ class ptr {
   ///@}
 
  private:
-  CUDAMEM_HD static constexpr device_id default_device() noexcept {
-    return (std::is_same_v<Kind, host> || std::is_same_v<Kind, pinned>) ? device_id::host() : device_id(0);
-  }
   T* raw_;
   device_id device_;
 };
@@ -1972,17 +1864,15 @@ using managed_ptr = ptr<T, managed>;  ///< An address of managed memory.
 
 namespace cudamem {
 
-/// What copies and fills take: a `kind` and a typed `view()` (span, buffer, host_registration). Owners also say
-/// `owns_memory`: stream-ordered operations refuse a temporary owner, which would free memory still in use.
+/// What copies and fills take: a `kind` and a typed `view()` (span, buffer, host_registration); owners: `owns_memory`.
 template <class V>
 concept viewable = requires(const V& v) {
   typename V::kind;
   { v.view() };
 };
 
-/// A non-owning view of `size()` elements of kind Kind; trivially copyable, passed to kernels by value. Host-side
-/// slicing (subspan, first, last) is bounds-checked and returns a result; kernels use subspan_unchecked. Element
-/// access compiles only on a side that may touch the memory (see ptr). Copies and fills are in copy.hpp.
+/// A non-owning view of `size()` elements of kind Kind, passed to kernels by value. Slicing is checked on the host
+/// (subspan, first, last: a result), unchecked in kernels (subspan_unchecked). Element access as ptr allows.
 template <class T, memory_kind Kind>
 class span {
  public:
@@ -1996,8 +1886,7 @@ class span {
   CUDAMEM_HD constexpr span(pointer first, std::size_t count) noexcept : data_(first), size_(count) {}
   /// The same elements, with const added or pinned widened to host (implicit; never the reverse).
   template <class U, class K2>
-    requires(std::is_convertible_v<U (*)[], T (*)[]> && kind_convertible<K2, Kind> &&
-             !(std::is_same_v<U, T> && std::is_same_v<K2, Kind>))
+    requires(std::is_convertible_v<ptr<U, K2>, pointer> && !std::is_same_v<span<U, K2>, span>)
   CUDAMEM_HD constexpr span(span<U, K2> other) noexcept : data_(other.data()), size_(other.size()) {}
   /// Views a host container with data() and size() (std::vector, std::string, ...); host spans, lvalues only.
   template <class Range>
@@ -2017,9 +1906,8 @@ class span {
   CUDAMEM_HD constexpr bool empty() const noexcept { return size_ == 0; }       ///< True when size() is 0.
   CUDAMEM_HD constexpr device_id device() const noexcept { return data_.device(); }  ///< As data().device().
   CUDAMEM_HD constexpr span view() const noexcept { return *this; }  ///< This view, as a buffer's view().
-  /// size() * sizeof(T), unchecked: it wraps on overflow (copies and fills refuse such a span: size_overflow).
-  CUDAMEM_HD constexpr std::size_t size_bytes() const noexcept { return size_ * sizeof(T); }
-  /// Element `i`; checked by CUDAMEM_ASSERT in debug builds only (host and device).
+  CUDAMEM_HD constexpr std::size_t size_bytes() const noexcept { return size_ * sizeof(T); }  ///< Wraps on overflow.
+  /// Element `i`; checked by CUDAMEM_ASSERT in debug builds only.
   CUDAMEM_DETAIL_ACCESSORS(T&, operator[](std::size_t i), {
     CUDAMEM_ASSERT(i < size_, "span index out of range");
     return data_.get()[i];
@@ -2027,7 +1915,7 @@ class span {
   CUDAMEM_DETAIL_ACCESSORS(T*, begin(), { return data_.get(); })       ///< The first element's raw address.
   CUDAMEM_DETAIL_ACCESSORS(T*, end(), { return data_.get() + size_; })  ///< The raw address past the last.
 
-  /// Elements [offset, offset + count), unchecked but for CUDAMEM_ASSERT in debug builds: for kernels, hot loops.
+  /// Elements [offset, offset + count), checked by CUDAMEM_ASSERT in debug builds only: for kernels, hot loops.
   CUDAMEM_HD constexpr span subspan_unchecked(std::size_t offset, std::size_t count) const noexcept {
     CUDAMEM_ASSERT(offset <= size_ && count <= size_ - offset, "subspan out of range");
     return span(data_ + static_cast<std::ptrdiff_t>(offset), count);
@@ -2061,8 +1949,7 @@ class span {
   result<span> slice(std::size_t offset, std::size_t count, const char* api) const noexcept {
     if (!detail::steppable(offset, sizeof(T)))
       return error(errc::size_overflow, api, "offset %zu is beyond what a pointer can step", offset);
-    if (data_.get() == nullptr) return span(data_, count);
-    return span(data_ + static_cast<std::ptrdiff_t>(offset), count);
+    return span(data_ ? data_ + static_cast<std::ptrdiff_t>(offset) : data_, count);
   }
   pointer data_;
   std::size_t size_;
@@ -2095,8 +1982,7 @@ template <class T>
   return host_span<T>(host_ptr<T>(first), count);
 }
 
-/// The bytes of a view, const, of the same kind and device: for raw copies between element types. Errors:
-/// size_overflow when the byte count does not fit std::size_t (a typed copy would refuse the view too).
+/// The bytes of a view, const, of the same kind and device, for raw copies. Errors: size_overflow (too many bytes).
 template <class T, memory_kind Kind>
 [[nodiscard]] result<span<const std::byte, Kind>> as_bytes(span<T, Kind> view) noexcept {
   auto bytes = detail::bytes_of(view.size(), sizeof(T), "as_bytes");
@@ -2120,10 +2006,9 @@ template <class T, memory_kind Kind>
 
 namespace cudamem {
 
-/// Owns `size()` elements of kind Kind, not initialized. Move-only; a moved-from buffer is empty. Deep-const, and no
-/// view or pointer of a temporary buffer. Freed through the resource it came from (see allocate), with its device
-/// current, on its stream; a buffer on a default stream (stream_ref{}, legacy(), per_thread()) on the legacy stream
-/// of its device, which waits for every blocking stream there. A failed release goes to the release handler.
+/// Owns `size()` uninitialized elements of kind Kind. Move-only (a moved-from buffer is empty), deep-const, and no
+/// view or pointer of a temporary. Freed through its resource with its device current, on its stream (a default
+/// stream: its device's legacy stream, after every blocking stream there); a failure goes to the release handler.
 template <class T, memory_kind Kind>
 class buffer {
   static_assert(std::is_trivially_copyable_v<T>,
@@ -2140,9 +2025,8 @@ class buffer {
 
   buffer() noexcept = default;  ///< An empty buffer.
 
-  /// `count` elements (device and managed memory: on the current device) from the kind's default resource (device
-  /// memory: cudaMalloc, usable on any stream at once); synchronous; nothing for count 0. Errors (nothing allocated):
-  /// size_overflow; not_supported (alignof(T) > 256 for CUDA memory); out_of_memory (host); CUDA errors.
+  /// `count` elements on the current device from the kind's default resource (device: cudaMalloc); synchronous. Errors:
+  /// size_overflow, not_supported (alignof(T) > 256 for CUDA memory), out_of_memory (host), CUDA errors.
   [[nodiscard]] static result<buffer> allocate(std::size_t count) noexcept {
     return allocate(count, stream_ref(), default_resource<Kind>());
   }
@@ -2152,10 +2036,9 @@ class buffer {
   {
     return make(count, id, stream_ref(), default_resource<Kind>());
   }
-  /// `count` elements ordered on `s`, on its device. Device memory: the allocator registered on `s`
-  /// (register_allocator), else the stream-ordered pool; does not synchronize, can be captured, usable on `s`. Other
-  /// kinds allocate synchronously and record `s` for the free. Errors: as allocate(count); invalid_argument (moved-from
-  /// stream); capture_active (a capturing raw handle of unknown device: see stream_ref::from_native_handle).
+  /// `count` elements ordered on `s`, on its device: device memory from the allocator registered on `s`, else the
+  /// stream-ordered pool (does not synchronize, can be captured); other kinds synchronously, freed on `s`. Errors: as
+  /// allocate(count); invalid_argument (moved-from stream); capture_active (see stream_ref::from_native_handle).
   [[nodiscard]] static result<buffer> allocate(std::size_t count, stream_ref s) noexcept {
     if constexpr (std::is_same_v<Kind, cudamem::device>) return allocate(count, s, allocator_for(s));
     else return allocate(count, s, default_resource<Kind>(true));
@@ -2185,7 +2068,7 @@ class buffer {
   }
   buffer(const buffer&) = delete;
   buffer& operator=(const buffer&) = delete;
-  ~buffer() { free(); }  ///< Frees the memory through its resource, with the buffer's device current, on its stream.
+  ~buffer() { free(); }  ///< Frees the memory through its resource, with its device current, on its stream.
 
   /// A view of the whole buffer, valid while the buffer lives; not of a temporary buffer.
   [[nodiscard]] span<T, Kind> view() & noexcept { return {data(), size_}; }
@@ -2199,17 +2082,14 @@ class buffer {
   [[nodiscard]] ptr<const T, Kind> data() const& noexcept { return {data_, device_}; }  ///< As data(), of const T.
   void data() const&& = delete;
   [[nodiscard]] std::size_t size() const noexcept { return size_; }  ///< The number of elements.
-  /// size() * sizeof(T) (it fits).
-  [[nodiscard]] std::size_t size_bytes() const noexcept { return size_ * sizeof(T); }
+  [[nodiscard]] std::size_t size_bytes() const noexcept { return size_ * sizeof(T); }  ///< size() * sizeof(T); fits.
   [[nodiscard]] bool empty() const noexcept { return size_ == 0; }  ///< True when size() is 0.
-  /// The device the memory lives on (device_id::host() for host and pinned memory).
-  [[nodiscard]] device_id device() const noexcept { return device_; }
+  [[nodiscard]] device_id device() const noexcept { return device_; }  ///< Its device (host and pinned: host()).
   /// The stream the memory is freed on: the one it was allocated on, or the last set_stream.
   [[nodiscard]] stream_ref stream() const noexcept { return stream_; }
   [[nodiscard]] resource_ref<Kind> resource() const noexcept { return resource_; }  ///< The resource it came from.
 
-  /// Hands the buffer to stream `s`, freed in its order from now on; the caller orders `s` after the work still
-  /// using the buffer on its old stream (an event), as for any cross-stream use.
+  /// Frees on `s` from now on; the caller orders `s` after the buffer's work on its old stream (an event).
   void set_stream(stream_ref s) noexcept { stream_ = s; }
 
   /// Element `i`, host-side (device memory: does not compile); checked by CUDAMEM_ASSERT in debug builds.
@@ -2221,8 +2101,8 @@ class buffer {
   T* end() & noexcept { return host_side().end(); }  ///< As begin(), past the last element.
   const T* end() const& noexcept { return host_side().end(); }  ///< As end(), of const elements.
 
-  /// Gives up ownership: the caller frees the memory with resource().deallocate(stream(), p, size_bytes(),
-  /// alignof(T)), its device current. Empty after.
+  /// Gives up ownership, leaving the buffer empty: the caller frees the memory with resource().deallocate(stream(), p,
+  /// size_bytes(), alignof(T)), its device current.
   [[nodiscard]] span<T, Kind> release() noexcept {
     const span<T, Kind> all = view();
     forget();
@@ -2233,8 +2113,7 @@ class buffer {
   buffer(T* data, std::size_t count, device_id id, stream_ref s, resource_ref<Kind> r) noexcept
       : data_(data), size_(count), device_(id), stream_(s), resource_(r) {}
 
-  // `id` made current while the guard lives; none for host memory, which needs no device, nor for a resource that
-  // selects the device of the (non-default) stream itself.
+  // `id` current while the guard lives; none for host memory, nor for a resource that selects a stream's device.
   static std::optional<result<device_guard>> make_current(device_id id, stream_ref s, resource_ref<Kind> r) noexcept {
     if (id.is_host() || (r.selects_device() && !detail::is_default_stream(s.get()))) return std::nullopt;
     return device_guard::set(id);
@@ -2295,100 +2174,17 @@ using managed_buffer = buffer<T, managed>;  ///< Owning managed memory.
 
 }  // namespace cudamem
 /// \file
-/// Copies and fills of views and buffers: copy(dst, src) is complete on return, copy(dst, src, stream) ordered on the
-/// stream; copy_from_device, copy_from_host and copy_to_host (CuPy's names) restrict one side's kind; fill_bytes is
-/// memset; fill (nvcc builds) sets every element with a kernel. Compile-time rules: element types match, dst is not
-/// const; stream-ordered forms take no pageable memory and no temporary owner (one that would free its memory while
-/// the operation is queued).
+/// Copies and fills of views and buffers: copy, CuPy's copy_from_device, copy_from_host and copy_to_host (one side's
+/// kind restricted), fill_bytes (memset) and, with nvcc, fill (a kernel). Compile-time rules: element types match, dst
+/// is not const; stream-ordered forms take no pageable memory and no temporary owner (it would free queued memory).
 
-// cudamem: the 2D device-to-device copy kernel (nvcc only). cudaMemcpy2DAsync moves pitched rows on
-// one device at well under the speed of a 1D copy; a kernel with the widest accesses both sides'
-// alignment allows, several loads in flight per thread and a grid that fills the chip gets close to
-// it. Included by copy.hpp in nvcc builds; the first such translation unit registers the kernel
-// with the engine, so every copy of the program uses it. Internal.
+// cudamem: the 2D device-to-device copy kernel (nvcc only). cudaMemcpy2DAsync moves pitched rows on one device well
+// under 1D copy speed; the widest aligned accesses, several loads in flight per thread and a grid filling the chip
+// get close to it. copy.hpp includes it in nvcc builds, which register it with the engine for the program. Internal.
 
 // cudamem: the untyped engine behind every copy and fill, 1D and 2D: the checks, the home device, the capture rule
 // and the one CUDA call, written once; copy.hpp decides direction and legality at compile time. Internal.
 
-// cudamem: the process-wide peer registry. It counts peer_access guards per (accessor, owner) under one lock: the
-// first guard of a pair switches access on, the last switches off what the first switched on, and nothing else.
-// What switching means is passed in (CUDA in peer.hpp, a fake in the host tests), so the counting is tested
-// without a device; the table is one per process (detail::process_wide). Internal.
-
-
-#include <pthread.h>
-
-namespace cudamem::detail {
-
-/// One pair: the guards held, and what the first guard switched on itself. What was on before is borrowed: it
-/// stays on when the last guard goes.
-struct peer_entry {
-  unsigned guards = 0;
-  bool switched_access = false;          // peer access (cudaDeviceEnablePeerAccess)
-  bool switched_pool = false;            // access to the owner's default memory pool (cudaMemPoolSetAccess)
-  unsigned char pool_flags_before = 0;   // the pool access it had before, restored by the last guard
-};
-
-/// How a pair is switched. `on` switches on what is off, records in the entry what it switched, and on error
-/// leaves everything as it found it; `off` switches off what the entry records (failures go to the release
-/// handler). The registry calls them with its lock held.
-struct peer_switch {
-  status (*on)(device_id accessor, device_id owner, peer_entry& entry) noexcept;
-  void (*off)(device_id accessor, device_id owner, const peer_entry& entry) noexcept;
-};
-
-/// The guards of every pair of devices [0, max_devices), under one lock that also covers the switching: a pair is
-/// never switched while a guard of it is being taken or dropped, and a guard of a held pair costs a lock and an
-/// increment. Precondition of every member but held(): both ordinals lie in [0, max_devices).
-struct CUDAMEM_DETAIL_PROCESS_WIDE peer_table {
-  static constexpr int max_devices = 64;
-
-  /// One more guard of the pair; the first switches access on (`how.on`). On error nothing is counted.
-  status acquire(device_id accessor, device_id owner, const peer_switch& how) noexcept {
-    const locked hold(lock_);
-    peer_entry& entry = entries_[accessor.get()][owner.get()];
-    if (entry.guards == 0) {
-      peer_entry fresh;
-      CUDAMEM_TRY(how.on(accessor, owner, fresh));
-      entry = fresh;
-    }
-    ++entry.guards;
-    return {};
-  }
-  /// One guard fewer; the last switches off (`how.off`) what the first switched on. Precondition: one is held.
-  void release(device_id accessor, device_id owner, const peer_switch& how) noexcept {
-    const locked hold(lock_);
-    peer_entry& entry = entries_[accessor.get()][owner.get()];
-    if (entry.guards == 0 || --entry.guards > 0) return;
-    how.off(accessor, owner, entry);
-    entry = peer_entry();
-  }
-  /// The guards held for the pair now (0 for ordinals outside the table).
-  unsigned guards(device_id accessor, device_id owner) noexcept {
-    if (!in_table(accessor) || !in_table(owner)) return 0;
-    const locked hold(lock_);
-    return entries_[accessor.get()][owner.get()].guards;
-  }
-  static bool in_table(device_id id) noexcept { return id.get() >= 0 && id.get() < max_devices; }
-
- private:
-  struct locked {
-    explicit locked(pthread_mutex_t& mutex) noexcept : mutex_(mutex) { pthread_mutex_lock(&mutex_); }
-    ~locked() { pthread_mutex_unlock(&mutex_); }
-    locked(const locked&) = delete;
-    locked& operator=(const locked&) = delete;
-    pthread_mutex_t& mutex_;
-  };
-  pthread_mutex_t lock_ = PTHREAD_MUTEX_INITIALIZER;
-  peer_entry entries_[max_devices][max_devices] = {};
-};
-
-/// Whether a peer_access guard lets `accessor` reach `owner`'s memory now (the process-wide registry).
-inline bool peer_access_held(device_id accessor, device_id owner) noexcept {
-  return process_wide<peer_table>().guards(accessor, owner) > 0;
-}
-
-}  // namespace cudamem::detail
 
 #include <cstddef>
 #include <cstdint>
@@ -2398,8 +2194,7 @@ inline bool peer_access_held(device_id accessor, device_id owner) noexcept {
 
 namespace cudamem::detail {
 
-/// One side of a transfer, untyped: `width` elements per row, `pitch` bytes from one row to the next (ignored for
-/// one row); device_id::host() for host and pinned memory.
+/// One side of a transfer, untyped: `height` rows of `width` elements, `pitch` bytes apart; host and pinned: host().
 struct operand {
   const void* addr = nullptr;
   std::size_t width = 0, height = 1, pitch = 0;
@@ -2407,12 +2202,13 @@ struct operand {
   kind_id kind = kind_id::host;
 };
 
-/// A checked operand in bytes; footprint: from the first byte to one past the last.
+/// A checked operand in bytes; footprint: from the first byte to one past the last. No default values: check_operand
+/// sets every member, and zeroing each plan first would cost the stream-ordered path.
 struct region {
-  void* addr = nullptr;
-  std::size_t row_bytes = 0, rows = 0, pitch = 0, footprint = 0;
-  device_id device = device_id::host();
-  kind_id kind = kind_id::host;
+  void* addr;
+  std::size_t row_bytes, rows, pitch, footprint;
+  device_id device;
+  kind_id kind;
 
   [[nodiscard]] bool empty() const noexcept { return footprint == 0; }
   [[nodiscard]] bool contiguous() const noexcept { return rows == 1 || pitch == row_bytes; }
@@ -2421,9 +2217,8 @@ struct region {
   }
 };
 
-/// Checks one operand into `r`: sizes fit std::size_t and the address space, not null with elements, rows within
-/// the pitch; `role` ("dst", "src") names it. Results are filled in place: returning a region by value costs
-/// store-to-load stalls (it is written piecewise) that exceed the checks.
+/// Checks operand `role` ("dst", "src") into `r`: sizes fit std::size_t and the address space, not null with elements,
+/// rows within the pitch. Filled in place: returning a region costs more in store-to-load stalls than the checks.
 inline status check_operand(const operand& o, std::size_t elem_size, const char* role, const char* api,
                             region& r) noexcept {
   auto row_bytes = bytes_of(o.width, elem_size, api);
@@ -2474,7 +2269,6 @@ struct plan {
 
 /// A 2D transfer may not use a pitch beyond cudaDevAttrMaxPitch, which the driver does not check.
 inline status check_pitch_limits(const plan& p, const char* api) noexcept {
-  if (p.flat() || p.pageable()) return {};
   auto home = p.home() != nullptr ? result<device_id>(p.home()->device) : current_device();
   auto limit = home ? max_pitch(*home) : result<std::size_t>(home.error());
   if (!limit) return limit.error().with_api(api);
@@ -2485,21 +2279,23 @@ inline status check_pitch_limits(const plan& p, const char* api) noexcept {
   return {};
 }
 
-/// Checks a copy into `p`: extents (a 1D operand matches a 2D one of as many elements, as contiguous rows), each
-/// operand, overlap of the footprints (unified addressing: addresses decide; conservative for interleaved rows),
-/// and the pitch limit.
-inline status plan_copy(plan& p, operand dst, operand src, std::size_t elem_size, cudaMemcpyKind direction,
-                        const char* api) noexcept {
-  for (auto [flat, shaped] : {std::pair{&dst, &src}, std::pair{&src, &dst}})
-    if (flat->height == 1 && shaped->height > 1 && flat->width % shaped->height == 0 &&
-        flat->width / shaped->height == shaped->width && steppable(shaped->width, elem_size))
-      *flat = {flat->addr, shaped->width, shaped->height, shaped->width * elem_size, flat->device, flat->kind};
-  if (dst.width != src.width || dst.height != src.height) {
-    if (dst.height == 1 && src.height == 1)
-      return error(errc::extents_mismatch, api, "extents differ (dst %zu, src %zu)", dst.width, src.width);
-    return error(errc::extents_mismatch, api, "extents differ (dst %zu x %zu, src %zu x %zu)", dst.width, dst.height,
-                 src.width, src.height);
+/// Checks a copy into `p`: extents (a 1D operand matches a 2D one of as many elements), each operand, overlap of the
+/// footprints (unified addressing: addresses decide; conservative for interleaved rows), the pitch limit.
+inline status plan_copy(plan& p, const operand& dst, const operand& src, std::size_t elem_size,
+                        cudaMemcpyKind direction, const char* api) noexcept {
+  if (dst.height != src.height) [[unlikely]] {  // operands by reference: copying them stalls the common case
+    operand d = dst, s = src;
+    for (auto [flat, shaped] : {std::pair{&d, &s}, std::pair{&s, &d}})
+      if (flat->height == 1 && shaped->height > 1 && flat->width % shaped->height == 0 &&
+          flat->width / shaped->height == shaped->width && steppable(shaped->width, elem_size))
+        *flat = {flat->addr, shaped->width, shaped->height, shaped->width * elem_size, flat->device, flat->kind};
+    if (d.height == s.height) return plan_copy(p, d, s, elem_size, direction, api);
   }
+  if (dst.width != src.width || dst.height != src.height)
+    return dst.height == 1 && src.height == 1
+               ? error(errc::extents_mismatch, api, "extents differ (dst %zu, src %zu)", dst.width, src.width)
+               : error(errc::extents_mismatch, api, "extents differ (dst %zu x %zu, src %zu x %zu)", dst.width,
+                       dst.height, src.width, src.height);
   p.direction = direction;
   p.fill = false;
   CUDAMEM_TRY(check_operand(dst, elem_size, "dst", api, p.dst));
@@ -2517,11 +2313,11 @@ inline status plan_fill(plan& p, const operand& dst, std::size_t elem_size, unsi
   p.fill = true;
   p.value = value;
   CUDAMEM_TRY(check_operand(dst, elem_size, "dst", api, p.dst));
-  return p.dst.empty() || p.flat() || p.pageable() ? status() : check_pitch_limits(p, api);
+  return p.flat() || p.pageable() ? status() : check_pitch_limits(p, api);  // an empty dst is flat
 }
 
-/// The library's 2D copy kernel, set by the first translation unit nvcc compiles with cudamem (detail/copy2d.hpp),
-/// else null. It answers false where cudaMemcpy2DAsync would win (the caller calls that), true once launched.
+/// The 2D copy kernel, set by the first translation unit nvcc compiles with cudamem (detail/copy2d.hpp), else null:
+/// false where cudaMemcpy2DAsync would win (the caller calls that), true once launched.
 inline result<bool> (*copy2d_kernel)(const plan&, stream_ref, const char*) noexcept = nullptr;
 
 /// The one CUDA call of a checked, non-empty plan, ordered on `s`. Does not synchronize.
@@ -2554,35 +2350,23 @@ inline status enqueue(const plan& p, stream_ref on, const char* api) noexcept {
                "cudaMemcpy2DAsync");
 }
 
-/// While a blocking stream of the current device captures, the legacy stream would join the capture and
-/// invalidate it: a synchronous operation is refused first. The query disturbs nothing.
+/// Refuses a synchronous operation while a blocking stream of the current device captures (the legacy stream joins).
 inline status refuse_during_capture(const char* api) noexcept {
   return refuse_capture(cudaStreamLegacy, api,
                         "a blocking stream is capturing a graph, and the legacy default stream would join it; use the "
                         "stream-ordered form on the capturing stream");
 }
 
-/// Whether the plan copies device memory to host-side memory (pageable or pinned): there cudaMemcpy returns once
-/// the copy is done (CUDA's synchronization rules), as cheap as an enqueue and a synchronize. Not with per-thread
-/// default streams, where cudaMemcpy goes to the per-thread stream.
-inline bool device_to_host([[maybe_unused]] const plan& p) noexcept {
-#if defined(CUDA_API_PER_THREAD_DEFAULT_STREAM)
-  return false;
-#else
-  return !p.fill && p.src.kind == kind_id::device && (p.dst.kind == kind_id::host || p.dst.kind == kind_id::pinned);
-#endif
-}
-
-/// Runs a plan to completion. Pageable memory only: the host does it (no stream-ordered work can touch it). Else on
-/// the legacy stream of the home device, after earlier work there and on the other device's legacy stream.
-/// cudaMemcpy never disturbs a capture elsewhere; a synchronize would, so it runs in relaxed capture mode.
+/// Runs a plan to completion: on the host for pageable memory only, else on the home device's legacy stream after
+/// earlier work there and on the other device's. A synchronize would disturb a capture elsewhere: relaxed mode.
 inline status run_sync(const plan& p, const char* api) noexcept {
-  if (p.dst.empty()) return {};
+  const region &d = p.dst, &s = p.src;
+  if (d.empty()) return {};
   if (p.pageable()) {
-    for (std::size_t row = 0; row < p.dst.rows; ++row) {
-      char* const to = static_cast<char*>(p.dst.addr) + row * p.dst.pitch;
-      if (p.fill) std::memset(to, p.value, p.dst.row_bytes);
-      else std::memcpy(to, static_cast<const char*>(p.src.addr) + row * p.src.pitch, p.dst.row_bytes);
+    for (std::size_t row = 0; row < d.rows; ++row) {
+      char* const to = static_cast<char*>(d.addr) + row * d.pitch;
+      if (p.fill) std::memset(to, p.value, d.row_bytes);
+      else std::memcpy(to, static_cast<const char*>(s.addr) + row * s.pitch, d.row_bytes);
     }
     return {};
   }
@@ -2590,11 +2374,13 @@ inline status run_sync(const plan& p, const char* api) noexcept {
   auto guard = home != nullptr ? device_guard::set(home->device) : device_guard::keep_current();
   if (!guard) return guard.error().with_api(api);
   CUDAMEM_TRY(refuse_during_capture(api));
-  const region &d = p.dst, &s = p.src;
-  if (device_to_host(p) && p.flat())
-    return check(cudaMemcpy(d.addr, s.addr, d.row_bytes * d.rows, p.direction), api, "cudaMemcpy");
-  if (device_to_host(p))
-    return check(cudaMemcpy2D(d.addr, d.pitch, s.addr, s.pitch, d.row_bytes, d.rows, p.direction), api, "cudaMemcpy2D");
+#if !defined(CUDA_API_PER_THREAD_DEFAULT_STREAM)  // there cudaMemcpy would go to the per-thread stream
+  // From device to host-side memory cudaMemcpy returns once the copy is done: as cheap as an enqueue and a synchronize.
+  if (!p.fill && s.kind == kind_id::device && (d.kind == kind_id::host || d.kind == kind_id::pinned))
+    return p.flat() ? check(cudaMemcpy(d.addr, s.addr, d.row_bytes * d.rows, p.direction), api, "cudaMemcpy")
+                    : check(cudaMemcpy2D(d.addr, d.pitch, s.addr, s.pitch, d.row_bytes, d.rows, p.direction), api,
+                            "cudaMemcpy2D");
+#endif
   relaxed_capture_scope relaxed;
   if (home == &d && !p.fill && s.on_device() && s.device != d.device) {
     auto other_guard = device_guard::set(s.device);
@@ -2612,25 +2398,14 @@ inline status run_async(const plan& p, stream_ref s, const char* api) noexcept {
     return handle_moved_from(api, "stream");
   if (p.dst.empty()) return {};
   status done = enqueue(p, s, api);
-  if (done || done.error() != cudaErrorInvalidValue) [[likely]]
-    return done;
+  if (done) [[likely]]
+    return {};  // not `done`: copying a status copies its whole error
+  if (done.error() != cudaErrorInvalidValue) return done;
   // Pool memory is mapped only where its device (or one given access) is current: CUDA refuses the copy with
   // invalid-value while another device is. Retry once with the stream's device current; the hot path pays nothing.
   auto device = s.device();
   auto guard = device ? device_guard::set(*device) : result<device_guard>(device.error());
   return guard && guard->previous() != *device ? enqueue(p, s, api) : done;
-}
-
-/// A kernel the library launches on `launch` may touch `r` only where that device can reach it: another device's
-/// memory would fault (losing the context), so it is refused unless a peer_access guard for (launch, r's device) is
-/// held. Pinned and managed memory are reachable from every device.
-inline status check_kernel_access(device_id launch, const region& r, const char* api) noexcept {
-  if (r.kind == kind_id::device && r.device != launch && !peer_access_held(launch, r.device))
-    return error(errc::invalid_argument, api,
-                 "the memory is on device %d, and a kernel on device %d (the stream's) cannot reach it without a "
-                 "peer_access guard",
-                 r.device.get(), launch.get());
-  return {};
 }
 
 }  // namespace cudamem::detail
@@ -2724,11 +2499,10 @@ void launch_copy2d(const region& d, const region& s, unsigned sms, cudaStream_t 
   }
 }
 
-/// Launches the 2D copy of a same-device, device-to-device plan on `on`, with 16-, 8- or 4-byte
-/// accesses (the largest that divides both addresses and both pitches; a row's last bytes beyond a
-/// whole access are copied one by one). False, launching nothing, where cudaMemcpy2DAsync does as
-/// well: rows aligned to less than 4 bytes or shorter than 16, 2^32 rows or more, a stream of
-/// another device (or of a device CUDA cannot name during a capture).
+/// Launches a same-device, device-to-device 2D copy plan on `on` with 16-, 8- or 4-byte accesses (the largest dividing
+/// both addresses and pitches; a row's tail bytes one by one). False, launching nothing, where cudaMemcpy2DAsync does
+/// as well: rows aligned to under 4 bytes or shorter than 16, 2^32 rows or more, a stream of another device (or of
+/// one CUDA cannot name during a capture).
 inline result<bool> copy2d_launch(const plan& p, stream_ref on, const char* api) noexcept {
   const region &d = p.dst, &s = p.src;
   const std::uintptr_t bits =
@@ -2753,7 +2527,83 @@ inline const bool copy2d_registered = (copy2d_kernel = &copy2d_launch, true);
 
 }  // namespace cudamem::detail
 #endif
+// cudamem: the process-wide peer registry: peer_access guards counted per (accessor, owner) under one lock. What
+// switching means is passed in (CUDA in peer.hpp, a fake in the host tests), so the counting is tested without a
+// device. Internal.
 
+
+#include <pthread.h>
+
+namespace cudamem::detail {
+
+/// One pair: the guards held, and what the first guard switched on itself (what was on before stays on).
+struct peer_entry {
+  unsigned guards = 0;
+  bool switched_access = false;          // peer access (cudaDeviceEnablePeerAccess)
+  bool switched_pool = false;            // access to the owner's default memory pool (cudaMemPoolSetAccess)
+  unsigned char pool_flags_before = 0;   // the pool access it had before, restored by the last guard
+};
+
+/// How a pair is switched, under the registry's lock. `on` switches on what is off and records it in the entry (on
+/// error: nothing changed); `off` switches off what the entry records (failures: the release handler).
+struct peer_switch {
+  status (*on)(device_id accessor, device_id owner, peer_entry& entry) noexcept;
+  void (*off)(device_id accessor, device_id owner, const peer_entry& entry) noexcept;
+};
+
+/// The guards of every pair of devices [0, max_devices), under one lock that also covers the switching. Precondition
+/// of acquire and release: both ordinals lie in [0, max_devices).
+struct CUDAMEM_DETAIL_PROCESS_WIDE peer_table {
+  static constexpr int max_devices = 64;
+
+  /// One more guard of the pair; the first switches access on (`how.on`). On error nothing is counted.
+  status acquire(device_id accessor, device_id owner, const peer_switch& how) noexcept {
+    const locked hold(lock_);
+    peer_entry& entry = entries_[accessor.get()][owner.get()];
+    if (entry.guards == 0) {
+      peer_entry fresh;
+      CUDAMEM_TRY(how.on(accessor, owner, fresh));
+      entry = fresh;
+    }
+    ++entry.guards;
+    return {};
+  }
+  /// One guard fewer; the last switches off (`how.off`) what the first switched on. Precondition: one is held.
+  void release(device_id accessor, device_id owner, const peer_switch& how) noexcept {
+    const locked hold(lock_);
+    peer_entry& entry = entries_[accessor.get()][owner.get()];
+    if (entry.guards == 0 || --entry.guards > 0) return;
+    how.off(accessor, owner, entry);
+    entry = peer_entry();
+  }
+  /// The guards held for the pair now (0 for ordinals outside the table).
+  unsigned guards(device_id accessor, device_id owner) noexcept {
+    if (!in_table(accessor) || !in_table(owner)) return 0;
+    const locked hold(lock_);
+    return entries_[accessor.get()][owner.get()].guards;
+  }
+  static bool in_table(device_id id) noexcept { return id.get() >= 0 && id.get() < max_devices; }
+
+ private:
+  struct locked {
+    explicit locked(pthread_mutex_t& mutex) noexcept : mutex_(mutex) { pthread_mutex_lock(&mutex_); }
+    ~locked() { pthread_mutex_unlock(&mutex_); }
+    locked(const locked&) = delete;
+    locked& operator=(const locked&) = delete;
+    pthread_mutex_t& mutex_;
+  };
+  pthread_mutex_t lock_ = PTHREAD_MUTEX_INITIALIZER;
+  peer_entry entries_[max_devices][max_devices] = {};
+};
+
+/// Whether a peer_access guard lets `accessor` reach `owner`'s memory now (the process-wide registry).
+inline bool peer_access_held(device_id accessor, device_id owner) noexcept {
+  return process_wide<peer_table>().guards(accessor, owner) > 0;
+}
+
+}  // namespace cudamem::detail
+
+#include <algorithm>
 #include <cstddef>
 #include <type_traits>
 
@@ -2815,8 +2665,7 @@ concept copy_allowed =
     (Rule == copy_rule::any || (Rule == copy_rule::from_device && S::device_accessible && !std::is_same_v<S, pinned>) ||
      (Rule == copy_rule::from_host && S::host_accessible) || (Rule == copy_rule::to_host && D::host_accessible));
 
-// Function objects, not function templates, so that argument-dependent lookup never brings
-// std::copy or std::fill into an unqualified call (a std::byte span would).
+// Function objects, so that argument-dependent lookup never brings in std::copy or std::fill (std::byte spans would).
 template <copy_rule Rule>
 struct copy_fn {
   template <class Dst, class Src>
@@ -2855,13 +2704,10 @@ struct fill_bytes_fn {
 };
 }  // namespace detail
 
-/// copy(dst, src): copies `src` into `dst` (views or owners of one element type and extent) and waits: complete on
-/// return, after earlier work on the legacy default stream of each device it touches (and blocking streams; not
-/// stream::create's non-blocking ones). Pageable-only copies are memcpy; two devices' memory takes the peer path. A
-/// capture elsewhere is left undisturbed; one the legacy stream would join is refused (capture_active) before
-/// anything is written. copy(dst, src, stream): ordered on `stream`, returns at once, can be captured. Errors
-/// (docs/copies.md): extents_mismatch, invalid_argument, overlap, size_overflow, out_of_range, capture_active
-/// (synchronous form only), CUDA errors. Empty views copy nothing.
+/// copy(dst, src): copies `src` into `dst` (views or owners of one element type and extent), complete on return,
+/// after earlier work on the legacy stream (and blocking streams) of each device it touches; a capture that stream
+/// would join is refused first. copy(dst, src, stream): ordered on `stream`, can be captured. Errors (docs/copies.md):
+/// extents_mismatch, invalid_argument, overlap, size_overflow, out_of_range, capture_active (synchronous), CUDA errors.
 inline constexpr detail::copy_fn<detail::copy_rule::any> copy{};
 /// copy, for a device or managed `src` (CuPy: copy_from_device, copy_from_device_async).
 inline constexpr detail::copy_fn<detail::copy_rule::from_device> copy_from_device{};
@@ -2870,8 +2716,8 @@ inline constexpr detail::copy_fn<detail::copy_rule::from_host> copy_from_host{};
 /// copy, for a host-side `dst`: host, pinned or managed (CuPy: copy_to_host, copy_to_host_async).
 inline constexpr detail::copy_fn<detail::copy_rule::to_host> copy_to_host{};
 
-/// fill_bytes(dst, value [, stream]): sets every byte of `dst` to `value` (memset), synchronous or ordered on
-/// `stream` as copy is (CuPy: memset, memset_async).
+/// fill_bytes(dst, value [, stream]): sets every byte of `dst` to `value`, synchronous or ordered on `stream` as copy
+/// is (CuPy: memset, memset_async).
 inline constexpr detail::fill_bytes_fn fill_bytes{};
 
 #if defined(__CUDACC__)
@@ -2907,24 +2753,28 @@ struct fill_fn {
     if (p.dst.empty()) return {};
     auto launch = s.device();
     if (!launch) return launch.error().with_api(api);
-    CUDAMEM_TRY(check_kernel_access(*launch, p.dst, api));
+    const region& d = p.dst;
+    // Another device's memory would fault (losing the context) unless a peer_access guard lets this one reach it.
+    if (d.kind == kind_id::device && d.device != *launch && !peer_access_held(*launch, d.device))
+      return error(errc::invalid_argument, api,
+                   "the memory is on device %d, and a kernel on device %d (the stream's) cannot reach it without a "
+                   "peer_access guard",
+                   d.device.get(), launch->get());
     auto guard = device_guard::set(*launch);  // a launch goes to the current device
     if (!guard) return guard.error().with_api(api);
-    const region& d = p.dst;
-    const std::size_t width = d.contiguous() ? d.row_bytes * d.rows / sizeof(T) : d.row_bytes / sizeof(T);
-    const std::size_t height = d.contiguous() ? 1 : d.rows;
+    const bool flat = d.contiguous();
+    const std::size_t width = (flat ? d.row_bytes * d.rows : d.row_bytes) / sizeof(T), height = flat ? 1 : d.rows;
     constexpr unsigned threads = 256;
-    const std::size_t wanted = (width * height + threads - 1) / threads;
-    const unsigned blocks = static_cast<unsigned>(wanted < 65536 ? wanted : 65536);
+    const auto blocks = static_cast<unsigned>(std::min<std::size_t>((width * height + threads - 1) / threads, 65536));
     fill_kernel<T><<<blocks, threads, 0, s.get()>>>(static_cast<char*>(d.addr), width, height, d.pitch, T{value});
     return check(cudaGetLastError(), api, "fill_kernel<<<>>>");
   }
 };
 }  // namespace detail
 
-/// fill(dst, value, stream): sets every element of `dst` to `value` with a kernel on `stream`'s device (nvcc
-/// builds); does not synchronize; can be captured. The value must convert without narrowing. Another device's
-/// memory than the stream's is refused before launching.
+/// fill(dst, value, stream), nvcc only: sets every element of `dst` to `value` (no narrowing) with a kernel on the
+/// stream's device; does not synchronize; can be captured. Errors: invalid_argument (another device's memory, unless a
+/// peer_access guard is held), CUDA errors.
 inline constexpr detail::fill_fn fill{};
 #endif
 
@@ -3013,18 +2863,15 @@ template <class T>
 
 }  // namespace cudamem
 /// \file
-/// Peer access between the devices of one process: what CUDA reports about each pair, and move-only guards that
-/// let one device's kernels and copies reach another's memory while they are held.
+/// Peer access between the devices of one process: what CUDA reports about each pair, and move-only guards that let
+/// one device's kernels and copies reach another's memory (and default stream-ordered pool) while held. Guards are
+/// counted per pair process-wide: the first switches access on, the last off; access already on is borrowed.
 ///
 ///     result<bool> can_access_peer(device_id accessor, device_id owner)
 ///     result<peer_link> peer_link_between(device_id accessor, device_id owner)   CUDA's P2P attributes of the pair
 ///     result<peer_links> peers_of(device_id accessor)                            the link to every other device
 ///     class peer_access { static result<peer_access> enable(accessor, owner); accessor(), owner(), valid() }
 ///     result<std::pair<peer_access, peer_access>> enable_both(device_id a, device_id b)
-///
-/// Guards are counted per (accessor, owner) in one process-wide registry: the first switches access on, the last
-/// switches off what the first switched on. Access that was on before (enabled with raw CUDA) is borrowed and left
-/// on. A guard also opens the owner's default stream-ordered pool (cudaMallocAsync) to the accessor.
 
 
 #include <utility>
@@ -3055,8 +2902,8 @@ class peer_links {
 };
 
 namespace detail {
-/// Both devices exist, differ and lie in the registry. Errors: out_of_range (no such device), invalid_argument
-/// (one device twice), not_supported (an ordinal of 64 or more); CUDA errors.
+/// Both devices exist, differ and lie in the registry. Errors: out_of_range, invalid_argument (one device twice),
+/// not_supported (ordinal >= 64); CUDA errors.
 inline status check_peer_pair(device_id accessor, device_id owner, const char* api) noexcept {
   auto count = device_count();
   if (!count) return count.error().with_api(api);
@@ -3067,13 +2914,6 @@ inline status check_peer_pair(device_id accessor, device_id owner, const char* a
   if (!peer_table::in_table(accessor) || !peer_table::in_table(owner))
     return error(errc::not_supported, api, "peer access is tracked for devices 0 to %d", peer_table::max_devices - 1);
   return {};
-}
-inline result<int> p2p_attribute(cudaDeviceP2PAttr attribute, device_id accessor, device_id owner,
-                                 const char* api) noexcept {
-  int value = 0;
-  CUDAMEM_TRY(check(cudaDeviceGetP2PAttribute(&value, attribute, accessor.get(), owner.get()), api,
-                    "cudaDeviceGetP2PAttribute"));
-  return value;
 }
 inline result<bool> read_can_access(device_id accessor, device_id owner, const char* api) noexcept {
   int can = 0;
@@ -3089,9 +2929,7 @@ struct pool_access {
 inline result<pool_access> default_pool_of(device_id accessor, device_id owner, const char* api) noexcept {
   auto pools = cached_attribute<cudaDevAttrMemoryPoolsSupported>(owner, api);
   if (!pools) return pools.error();
-  pool_access found;
-  found.accessor.type = cudaMemLocationTypeDevice;
-  found.accessor.id = accessor.get();
+  pool_access found{nullptr, {cudaMemLocationTypeDevice, accessor.get()}};
   if (*pools != 0)
     CUDAMEM_TRY(check(cudaDeviceGetDefaultMemPool(&found.pool, owner.get()), api, "cudaDeviceGetDefaultMemPool"));
   return found;
@@ -3101,8 +2939,8 @@ inline cudaError_t set_pool_access(const pool_access& where, unsigned char flags
   return cudaMemPoolSetAccess(where.pool, &desc, 1);
 }
 
-/// The registry's switch-on: peer access (borrowed when CUDA says it is already on: the handled error is cleared),
-/// then read-write access to the owner's default pool unless it had that already. All or nothing.
+/// The registry's switch-on: peer access (borrowed if already on: the handled error is cleared), then read-write
+/// access to the owner's default pool unless it had that. All or nothing.
 inline status switch_peer_on(device_id accessor, device_id owner, peer_entry& entry) noexcept {
   constexpr const char* api = "peer_access::enable";
   auto can = read_can_access(accessor, owner, api);
@@ -3173,24 +3011,17 @@ struct peer_guard_handle {  // what a peer_access owns: one count of a pair in t
   return detail::read_can_access(accessor, owner, "can_access_peer");
 }
 
-/// The link from `accessor` to `owner`: the four attributes cudaDeviceGetP2PAttribute reports. Errors: as
-/// can_access_peer.
+/// The four cudaDeviceGetP2PAttribute attributes of `accessor` reaching `owner`. Errors: as can_access_peer.
 [[nodiscard]] inline result<peer_link> peer_link_between(device_id accessor, device_id owner) noexcept {
   constexpr const char* api = "peer_link_between";
   CUDAMEM_TRY(detail::check_peer_pair(accessor, owner, api));
-  peer_link link;
-  link.owner = owner;
   const cudaDeviceP2PAttr attributes[] = {cudaDevP2PAttrAccessSupported, cudaDevP2PAttrNativeAtomicSupported,
                                           cudaDevP2PAttrCudaArrayAccessSupported, cudaDevP2PAttrPerformanceRank};
   int values[4] = {};
-  for (int i = 0; i < 4; ++i) {
-    auto value = detail::p2p_attribute(attributes[i], accessor, owner, api);
-    if (!value) return value.error();
-    values[i] = *value;
-  }
-  link.access_supported = values[0] != 0, link.native_atomics = values[1] != 0, link.array_access = values[2] != 0;
-  link.performance_rank = values[3];
-  return link;
+  for (int i = 0; i < 4; ++i)
+    CUDAMEM_TRY(detail::check(cudaDeviceGetP2PAttribute(&values[i], attributes[i], accessor.get(), owner.get()), api,
+                              "cudaDeviceGetP2PAttribute"));
+  return peer_link{owner, values[0] != 0, values[1] != 0, values[2] != 0, values[3]};
 }
 
 /// The link from `accessor` to every other device (of the first 64), in device order. Errors: as can_access_peer.
@@ -3208,19 +3039,15 @@ struct peer_guard_handle {  // what a peer_access owns: one count of a pair in t
   return links;
 }
 
-/// A move-only guard: while it is held, kernels and copies on `accessor` reach `owner`'s device memory, from
-/// cudaMalloc and from the owner's default stream-ordered pool alike (the library's own kernels, such as the typed
-/// fill, accept the pair then). Access is one-directional (see enable_both). Guards of a pair are counted across
-/// the process, from any thread: the first switches access on (about 11 ms on an H200 pair), later ones cost a lock
-/// and an increment, and the last switches off what the first switched on. Work on either device that uses the
-/// access must be complete before the last guard of the pair goes.
+/// A move-only guard: while held, kernels and copies on `accessor` reach `owner`'s device memory (cudaMalloc and its
+/// default stream-ordered pool); one direction only (see enable_both). Guards of a pair are counted process-wide, from
+/// any thread: the first switches access on (about 11 ms on an H200 pair), later ones cost a lock and an increment,
+/// the last switches off what the first switched on. Work using the access must be complete before the last goes.
 class peer_access {
  public:
-  /// Lets `accessor` reach `owner`'s memory. Borrows access that was already on (CUDA's
-  /// cudaErrorPeerAccessAlreadyEnabled, cleared from its last-error slot): the registry never switches it off.
-  /// Synchronous; leaves the current device as it was. Errors, with nothing changed: out_of_range (no such
-  /// device); invalid_argument (accessor == owner); not_supported (the pair cannot peer, or an ordinal >= 64); CUDA
-  /// errors (cudaErrorTooManyPeers: the accessor's limit of peers is reached).
+  /// Lets `accessor` reach `owner`'s memory; access already on (raw CUDA) is borrowed and never switched off.
+  /// Synchronous; the current device stays. Errors, nothing changed: out_of_range (no such device); invalid_argument
+  /// (accessor == owner); not_supported (no peer path, or an ordinal >= 64); CUDA (cudaErrorTooManyPeers).
   [[nodiscard]] static result<peer_access> enable(device_id accessor, device_id owner) noexcept {
     CUDAMEM_TRY(detail::check_peer_pair(accessor, owner, "peer_access::enable"));
     CUDAMEM_TRY(detail::process_wide<detail::peer_table>().acquire(accessor, owner, detail::cuda_peer_switch));
@@ -3237,8 +3064,7 @@ class peer_access {
   detail::unique_handle<detail::peer_guard_handle> pair_;
 };
 
-/// Both directions between `a` and `b`: first lets `a` reach `b`, second `b` reach `a`. All or nothing: when the
-/// second fails, the first is dropped. Errors: as peer_access::enable.
+/// Both directions: first lets `a` reach `b`, second `b` reach `a`; all or nothing. Errors: as peer_access::enable.
 [[nodiscard]] inline result<std::pair<peer_access, peer_access>> enable_both(device_id a, device_id b) noexcept {
   auto forward = peer_access::enable(a, b);
   if (!forward) return forward.error().with_api("enable_both");
@@ -3249,7 +3075,8 @@ class peer_access {
 
 }  // namespace cudamem
 /// \file
-/// Pitched 2D memory: rows of `width()` elements, `pitch_bytes()` apart, of one kind.
+/// Pitched 2D memory of one kind: rows of `width()` elements, `pitch_bytes()` apart. Views and owners take part in
+/// copy.hpp's copies and fills like spans: with 2D of the same extents, or with a span of as many elements.
 ///
 ///   pitched_span<T, Kind>                    first element, width (elements), height (rows), pitch (bytes)
 ///     v(row, col), v.row(r)                  where span's accessors are (kernels for device memory)
@@ -3260,10 +3087,7 @@ class peer_access {
 ///     static result<pitched_buffer> allocate(width, height [, device_id])       synchronous
 ///     static result<pitched_buffer> allocate(width, height, stream_ref [, resource_ref<Kind>])
 ///     view(), data(), width(), height(), pitch_bytes(), device(), stream(), set_stream(s), resource()
-///   copy_2d(dst, dpitch, src, spitch, width_bytes, height [, stream])   aclrtMemcpy2d on typed pointers
-///
-/// Views and owners take part in copy, copy_from_device, copy_from_host, copy_to_host, fill_bytes and
-/// fill (copy.hpp) like spans: 2D with 2D of the same extents, or with a span of as many elements.
+///   copy_2d(dst, dpitch, src, spitch, width_bytes, height [, stream])   cudaMemcpy2D on typed pointers
 
 
 #include <cstddef>
@@ -3273,10 +3097,9 @@ class peer_access {
 
 namespace cudamem {
 
-/// A non-owning 2D view of kind Kind: `height()` rows of `width()` elements, row r starting
-/// `r * pitch_bytes()` bytes after the first element. Trivially copyable, passed to kernels by value.
-/// Element access compiles only on a side that may touch the memory (as span's). Copies and fills
-/// take it like a span. The constructor does not check; make_pitched does.
+/// A non-owning 2D view: `height()` rows of `width()` elements, row r `r * pitch_bytes()` bytes after the first.
+/// Trivially copyable, passed to kernels by value; element access compiles where span's does. Not checked: see
+/// make_pitched.
 template <class T, memory_kind Kind>
 class pitched_span {
  public:
@@ -3317,16 +3140,15 @@ class pitched_span {
     return row_type(pointer(row_address(r), data_.device()), width_);
   })
 
-  /// Rows [r, r + rows) of columns [c, c + cols), the same pitch; unchecked but for CUDAMEM_ASSERT in debug
-  /// builds: for kernels and hot loops.
+  /// Rows [r, r + rows) of columns [c, c + cols); unchecked but for CUDAMEM_ASSERT in debug builds (kernels).
   CUDAMEM_HD pitched_span subspan_unchecked(std::size_t r, std::size_t c, std::size_t rows,
                                             std::size_t cols) const noexcept {
     CUDAMEM_ASSERT(r <= height_ && rows <= height_ - r && c <= width_ && cols <= width_ - c,
                    "pitched_span subspan out of range");
     return pitched_span(pointer(row_address(r) + c, data_.device()), cols, rows, pitch_);
   }
-  /// Rows [r, r + rows) of columns [c, c + cols), the same pitch. A null view stays null. Errors:
-  /// out_of_range when that leaves the view; size_overflow for an offset no pointer can step.
+  /// Rows [r, r + rows) of columns [c, c + cols); a null view stays null. Errors: out_of_range (leaves the view);
+  /// size_overflow (an offset no pointer can step).
   [[nodiscard]] result<pitched_span> subspan(std::size_t r, std::size_t c, std::size_t rows,
                                              std::size_t cols) const noexcept {
     constexpr const char* api = "pitched_span::subspan";
@@ -3363,13 +3185,13 @@ using host_pitched_span = pitched_span<T, host>;  ///< A 2D view of pageable hos
 template <class T>
 using managed_pitched_span = pitched_span<T, managed>;  ///< A 2D view of managed memory.
 
-namespace detail {
-/// Checks a pitched shape: rows fit std::size_t, the pitch holds a row and keeps every row aligned for T, and the
-/// footprint stays inside the address space from `first`. The message names `api` and the rule broken.
-template <class T>
-status check_pitched_shape(const void* first, std::size_t width, std::size_t height, std::size_t pitch_bytes,
-                           const char* api) noexcept {
-  auto row_bytes = bytes_of(width, sizeof(T), api);
+/// Views `height` rows of `width` elements from `first`, `pitch_bytes` apart, checked. Errors: invalid_argument (a
+/// pitch shorter than a row or not a multiple of alignof(T)), size_overflow (past the end of the address space).
+template <class T, memory_kind Kind>
+[[nodiscard]] result<pitched_span<T, Kind>> make_pitched(ptr<T, Kind> first, std::size_t width, std::size_t height,
+                                                         std::size_t pitch_bytes) noexcept {
+  constexpr const char* api = "make_pitched";
+  auto row_bytes = detail::bytes_of(width, sizeof(T), api);
   if (!row_bytes) return row_bytes.error();
   if (pitch_bytes % alignof(T) != 0)
     return error(errc::invalid_argument, api, "pitch (%zu bytes) is not a multiple of the element's alignment (%zu)",
@@ -3379,24 +3201,14 @@ status check_pitched_shape(const void* first, std::size_t width, std::size_t hei
                  pitch_bytes, width, sizeof(T));
   std::size_t footprint = 0, end = 0;
   if (height > 0 && (__builtin_mul_overflow(pitch_bytes, height - 1, &footprint) ||
-                     __builtin_add_overflow(footprint, *row_bytes, &footprint) || !steppable(footprint, 1) ||
-                     __builtin_add_overflow(reinterpret_cast<std::uintptr_t>(first), footprint, &end)))
+                     __builtin_add_overflow(footprint, *row_bytes, &footprint) || !detail::steppable(footprint, 1) ||
+                     __builtin_add_overflow(reinterpret_cast<std::uintptr_t>(first.get()), footprint, &end)))
     return error(errc::size_overflow, api, "%zu rows of %zu bytes reach past the end of the address space", height,
                  pitch_bytes);
-  return {};
-}
-}  // namespace detail
-
-/// Views `height` rows of `width` elements from `first`, `pitch_bytes` apart, checked. Errors:
-/// invalid_argument (a pitch that is not a multiple of alignof(T), or shorter than a row), size_overflow.
-template <class T, memory_kind Kind>
-[[nodiscard]] result<pitched_span<T, Kind>> make_pitched(ptr<T, Kind> first, std::size_t width, std::size_t height,
-                                                         std::size_t pitch_bytes) noexcept {
-  CUDAMEM_TRY(detail::check_pitched_shape<T>(first.get(), width, height, pitch_bytes, "make_pitched"));
   return pitched_span<T, Kind>(first, width, height, pitch_bytes);
 }
-/// Views the elements of `flat` as `height` contiguous rows of `width` (pitch = width * sizeof(T)).
-/// Errors: extents_mismatch when width * height is not flat.size(); size_overflow.
+/// `flat` as `height` contiguous rows of `width`. Errors: extents_mismatch (width * height != flat.size()),
+/// size_overflow.
 template <class T, memory_kind Kind>
 [[nodiscard]] result<pitched_span<T, Kind>> as_pitched(span<T, Kind> flat, std::size_t width,
                                                        std::size_t height) noexcept {
@@ -3410,46 +3222,12 @@ template <class T, memory_kind Kind>
   return pitched_span<T, Kind>(flat.data(), width, height, *row_bytes);
 }
 
-namespace detail {
-/// The row alignment of pitched host and pinned allocations: the one cudaMallocPitch uses on current
-/// GPUs (their cudaDevAttrTextureAlignment), so host rows line up with device rows.
-inline constexpr std::size_t host_row_alignment = 512;
-
-/// The row alignment of a pitched allocation of kind K on `id`: host and pinned host_row_alignment;
-/// device and managed memory the device's cudaDevAttrTextureAlignment (cudaMallocPitch's rule), but
-/// cudaDevAttrTexturePitchAlignment for stream-ordered device allocations.
-template <memory_kind K>
-result<std::size_t> row_alignment(device_id id, bool stream_ordered, const char* api) noexcept {
-  if constexpr (std::is_same_v<K, host> || std::is_same_v<K, pinned>) {
-    return host_row_alignment;
-  } else {
-    auto value = stream_ordered && std::is_same_v<K, device>
-                     ? cached_attribute<cudaDevAttrTexturePitchAlignment>(id, api)
-                     : cached_attribute<cudaDevAttrTextureAlignment>(id, api);
-    if (!value) return value.error();
-    return static_cast<std::size_t>(*value);
-  }
-}
-
-/// The pitch for `width` elements of `elem_size` bytes: a row rounded up to `alignment` (at least
-/// `elem_align`; both powers of two). Errors: size_overflow.
-inline result<std::size_t> pitch_for(std::size_t width, std::size_t elem_size, std::size_t elem_align,
-                                     std::size_t alignment, const char* api) noexcept {
-  auto row_bytes = bytes_of(width, elem_size, api);
-  if (!row_bytes) return row_bytes.error();
-  const std::size_t step = alignment > elem_align ? alignment : elem_align;
-  std::size_t padded = 0;
-  if (__builtin_add_overflow(*row_bytes, step - 1, &padded))
-    return error(errc::size_overflow, api, "a row of %zu bytes cannot be padded to %zu", *row_bytes, step);
-  return padded / step * step;
-}
-}  // namespace detail
-
-/// Owns `height()` rows of `width()` elements of kind Kind, `pitch_bytes()` apart, not initialized; the
-/// padding after each row belongs to it too. Move-only (a moved-from one is empty), deep-const, no view of
-/// a temporary; frees like the buffer it holds (through its resource, with its device current, on its stream).
+/// Owns `height()` rows of `width()` elements, `pitch_bytes()` apart (padding included), not initialized. Move-only
+/// (a moved-from one is empty), deep-const, no view of a temporary; freed as the buffer it holds.
 template <class T, memory_kind Kind>
 class pitched_buffer {
+  static constexpr bool on_device = !std::is_same_v<Kind, host> && !std::is_same_v<Kind, pinned>;
+
  public:
   using element_type = T;                    ///< T.
   using value_type = T;                      ///< T.
@@ -3458,29 +3236,20 @@ class pitched_buffer {
 
   pitched_buffer() noexcept = default;  ///< An empty buffer.
 
-  /// `height` rows of `width` elements (device and managed memory: on the current device), from the kind's
-  /// default resource (device: cudaMalloc), the pitch cudaMallocPitch would choose (see detail::row_alignment);
-  /// host and pinned rows are padded to 512 bytes. Synchronous. Errors: as buffer::allocate (reported as
-  /// pitched_buffer::allocate). A width or height of 0 allocates nothing.
+  /// `height` rows of `width` elements (device, managed: on the current device) from the kind's default resource,
+  /// padded as cudaMallocPitch (host, pinned: 512 bytes). Synchronous; empty for 0. Errors: as buffer::allocate.
   [[nodiscard]] static result<pitched_buffer> allocate(std::size_t width, std::size_t height) noexcept {
-    device_id where = device_id::host();
-    if constexpr (!std::is_same_v<Kind, host> && !std::is_same_v<Kind, pinned>) {
-      auto current = current_device();
-      if (!current) return current.error().with_api(api);
-      where = *current;
-    }
-    return make(width, height, where, false, [&](std::size_t count) { return storage::allocate(count); });
+    return make(width, height, on_device ? current_device() : device_id::host(), false,
+                [&](std::size_t count) { return storage::allocate(count); });
   }
-  /// As allocate(width, height), on device `id` (the current device is left as it was).
+  /// As allocate(width, height), on device `id` (the current device stays).
   [[nodiscard]] static result<pitched_buffer> allocate(std::size_t width, std::size_t height, device_id id) noexcept
-    requires(!std::is_same_v<Kind, host> && !std::is_same_v<Kind, pinned>)
+    requires on_device
   {
     return make(width, height, id, false, [&](std::size_t count) { return storage::allocate(count, id); });
   }
-  /// Rows ordered on `s`, on its device. Device memory: the allocator registered on `s` (register_allocator), else
-  /// the stream-ordered pool, rows padded to the device's
-  /// cudaDevAttrTexturePitchAlignment; does not synchronize, can be captured. Other kinds as allocate(width,
-  /// height), freed on `s`. Errors: as buffer::allocate(count, s).
+  /// Rows ordered on `s`, on its device, as buffer::allocate(count, s) (device memory: not synchronizing, capturable;
+  /// rows padded to cudaDevAttrTexturePitchAlignment). Errors: as buffer::allocate(count, s).
   [[nodiscard]] static result<pitched_buffer> allocate(std::size_t width, std::size_t height, stream_ref s) noexcept {
     if constexpr (std::is_same_v<Kind, cudamem::device>) return allocate(width, height, s, allocator_for(s));
     else return allocate(width, height, s, default_resource<Kind>(true));
@@ -3489,21 +3258,12 @@ class pitched_buffer {
   [[nodiscard]] static result<pitched_buffer> allocate(std::size_t width, std::size_t height, stream_ref s,
                                                        resource_ref<Kind> resource) noexcept {
     if (!s.valid()) return detail::handle_moved_from(api, "stream");
-    device_id where = device_id::host();
-    if constexpr (!std::is_same_v<Kind, host> && !std::is_same_v<Kind, pinned>) {
-      auto stream_device = s.device();
-      if (!stream_device) return stream_device.error().with_api(api);
-      where = *stream_device;
-    }
-    return make(width, height, where, true, [&](std::size_t count) { return storage::allocate(count, s, resource); });
+    return make(width, height, on_device ? s.device() : device_id::host(), true,
+                [&](std::size_t count) { return storage::allocate(count, s, resource); });
   }
 
   /// Takes over the memory of `other`, which is left empty.
-  pitched_buffer(pitched_buffer&& other) noexcept
-      : rows_(std::move(other.rows_)),
-        width_(std::exchange(other.width_, 0)),
-        height_(std::exchange(other.height_, 0)),
-        pitch_(std::exchange(other.pitch_, 0)) {}
+  pitched_buffer(pitched_buffer&& other) noexcept { *this = std::move(other); }
   /// Frees this buffer's memory, then takes over the memory of `other`.
   pitched_buffer& operator=(pitched_buffer&& other) noexcept {
     if (this != &other) {
@@ -3533,11 +3293,11 @@ class pitched_buffer {
   [[nodiscard]] ptr<const T, Kind> data() const& noexcept { return rows_.data(); }
   void data() const&& = delete;
   ///@}
-  [[nodiscard]] std::size_t width() const noexcept { return width_; }        ///< Elements per row.
-  [[nodiscard]] std::size_t height() const noexcept { return height_; }      ///< Rows.
+  [[nodiscard]] std::size_t width() const noexcept { return width_; }  ///< Elements per row.
+  [[nodiscard]] std::size_t height() const noexcept { return height_; }  ///< Rows.
   [[nodiscard]] std::size_t pitch_bytes() const noexcept { return pitch_; }  ///< Bytes from a row to the next.
   [[nodiscard]] bool empty() const noexcept { return width_ == 0 || height_ == 0; }  ///< No element.
-  [[nodiscard]] device_id device() const noexcept { return rows_.device(); }   ///< As buffer::device().
+  [[nodiscard]] device_id device() const noexcept { return rows_.device(); }  ///< As buffer::device().
   [[nodiscard]] stream_ref stream() const noexcept { return rows_.stream(); }  ///< The stream it is freed on.
   [[nodiscard]] resource_ref<Kind> resource() const noexcept { return rows_.resource(); }  ///< Where it came from.
   /// Hands the buffer to stream `s`, as buffer::set_stream.
@@ -3550,19 +3310,32 @@ class pitched_buffer {
   pitched_buffer(storage rows, std::size_t width, std::size_t height, std::size_t pitch) noexcept
       : rows_(std::move(rows)), width_(width), height_(height), pitch_(pitch) {}
 
-  // The pitch for `width` on `where`, then enough whole elements for height * pitch bytes from `take(count)`.
+  // Rows padded as cudaMallocPitch pads them on `where` (cudaDevAttrTexturePitchAlignment when stream-ordered; host
+  // rows: 512 bytes, as on current GPUs), then whole elements for height * pitch bytes from `take(count)`.
   template <class Take>
-  static result<pitched_buffer> make(std::size_t width, std::size_t height, device_id where, bool stream_ordered,
-                                     Take&& take) noexcept {
-    auto alignment = detail::row_alignment<Kind>(where, stream_ordered, api);
-    if (!alignment) return alignment.error();
-    auto pitch = detail::pitch_for(width, sizeof(T), alignof(T), *alignment, api);
-    if (!pitch) return pitch.error();
-    auto total = detail::bytes_of(height, *pitch, api);
+  static result<pitched_buffer> make(std::size_t width, std::size_t height, result<device_id> where,
+                                     bool stream_ordered, Take&& take) noexcept {
+    if (!where) return where.error().with_api(api);
+    std::size_t step = 512;
+    if constexpr (on_device) {
+      auto alignment = stream_ordered && std::is_same_v<Kind, cudamem::device>
+                           ? detail::cached_attribute<cudaDevAttrTexturePitchAlignment>(*where, api)
+                           : detail::cached_attribute<cudaDevAttrTextureAlignment>(*where, api);
+      if (!alignment) return alignment.error();
+      step = static_cast<std::size_t>(*alignment);
+    }
+    if (step < alignof(T)) step = alignof(T);
+    auto row_bytes = detail::bytes_of(width, sizeof(T), api);
+    if (!row_bytes) return row_bytes.error();
+    std::size_t pitch = 0;
+    if (__builtin_add_overflow(*row_bytes, step - 1, &pitch))
+      return error(errc::size_overflow, api, "a row of %zu bytes cannot be padded to %zu", *row_bytes, step);
+    pitch = pitch / step * step;
+    auto total = detail::bytes_of(height, pitch, api);
     if (!total) return total.error();
     auto rows = take(*total / sizeof(T) + (*total % sizeof(T) != 0));
     if (!rows) return rows.error().with_api(api);
-    return pitched_buffer(std::move(*rows), width, height, *pitch);
+    return pitched_buffer(std::move(*rows), width, height, pitch);
   }
 
   storage rows_;
@@ -3589,17 +3362,14 @@ status copy_rows(ptr<T, DK> dst, std::size_t dpitch, ptr<U, SK> src, std::size_t
 }
 }  // namespace detail
 
-/// Copies `height` rows of `width_bytes` bytes from `src` (rows `spitch` bytes apart) to `dst` (rows
-/// `dpitch` bytes apart): Ascend's aclrtMemcpy2d, in every direction the kinds give, with the checks of
-/// copy (each row within its pitch, pitches within the device's maximum, no overlap). Synchronizes as copy.
-/// Compile-time: the same element type, dst not const. Errors: as copy, reported as copy_2d.
+/// Copies `height` rows of `width_bytes` bytes from `src` (rows `spitch` bytes apart) to `dst` (`dpitch` apart) with
+/// copy's checks and synchronization (cudaMemcpy2D). Compile-time: same element type, dst not const. Errors: as copy.
 template <class T, memory_kind DK, class U, memory_kind SK>
 [[nodiscard]] status copy_2d(ptr<T, DK> dst, std::size_t dpitch, ptr<U, SK> src, std::size_t spitch,
                              std::size_t width_bytes, std::size_t height) noexcept {
   return detail::copy_rows(dst, dpitch, src, spitch, width_bytes, height, nullptr);
 }
-/// As copy_2d, ordered on `s` (aclrtMemcpy2dAsync); does not synchronize; can be captured. Compile-time:
-/// no pageable host memory.
+/// As copy_2d, ordered on `s` (cudaMemcpy2DAsync); does not synchronize; can be captured. No pageable host memory.
 template <class T, memory_kind DK, class U, memory_kind SK>
 [[nodiscard]] status copy_2d(ptr<T, DK> dst, std::size_t dpitch, ptr<U, SK> src, std::size_t spitch,
                              std::size_t width_bytes, std::size_t height, stream_ref s) noexcept {
@@ -3617,8 +3387,8 @@ template <class T, memory_kind DK, class U, memory_kind SK>
 ///     statistics_adaptor<Upstream>      bytes and blocks outstanding, peak
 ///     limit_adaptor<Upstream>           a byte budget; over it: errc::out_of_memory naming the budget
 ///
-/// Each holds its upstream by reference: the upstream must outlive it. Every resource here takes zero bytes as "no
-/// allocation": allocate returns null, deallocate accepts null. See docs/allocators.md.
+/// Each holds its upstream by reference: the upstream must outlive it. Zero bytes is "no allocation" everywhere:
+/// allocate returns null, deallocate accepts null. See docs/allocators.md.
 
 // cudamem: what a caching pool needs to know about streams, behind one small interface so that the caching logic
 // can be tested without a GPU (tests/host/pool.cpp drives it with made-up streams), and the pool's lock. Internal.
@@ -3649,14 +3419,12 @@ inline result<size_class> class_of(std::size_t bytes, const char* api) noexcept 
   const std::size_t steps = (bytes - base + step - 1) >> step_log2;  // 1 to 4
   return size_class{static_cast<std::size_t>(log2_ceiling - 9) * 4 + steps, base + steps * step};
 }
-
 /// The bytes of size class `index` (the inverse of class_of).
 inline constexpr std::size_t size_class_bytes(std::size_t index) noexcept {
   return index == 0 ? 256 : (std::size_t{1} << ((index - 1) / 4 + 6)) * (4 + (index - 1) % 4 + 1);
 }
 
-/// A test-and-test-and-set lock: uncontended it costs one atomic exchange (a std::mutex costs about three times
-/// that on an H200 host); a waiter yields. The pool holds it for a few list operations at a time.
+/// A test-and-test-and-set lock: uncontended, one atomic exchange (a third of a std::mutex's cost); a waiter yields.
 class spin_lock {
  public:
   bool try_lock() noexcept {
@@ -3676,8 +3444,7 @@ class spin_lock {
 struct cuda_stream_order {
   using marker = cudaEvent_t;  ///< null until the stream's first mark
 
-  /// Fails for a stream the pool must not serve: moved from (invalid_argument); capturing (capture_active: a graph
-  /// replay would reuse its blocks behind the pool's back).
+  /// Fails for a stream the pool must not serve: moved from (invalid_argument); capturing (capture_active).
   status usable(stream_ref s, const char* api) const noexcept {
     if (CUstreamCaptureStatus capture{};
         s.valid() && driver_capture_status(s.get(), capture) && capture == CU_STREAM_CAPTURE_STATUS_NONE) [[likely]]
@@ -3693,7 +3460,7 @@ struct cuda_stream_order {
     CUDAMEM_TRY(check(stream_unique_id(s.get(), &id), api, "cudaStreamGetId"));
     return static_cast<std::uint64_t>(id);
   }
-  /// The stream's device (once per stream a pool sees).
+  /// The stream's device (asked once per stream).
   result<int> device(stream_ref s, const char* api) const noexcept {
     auto where = s.device();
     if (!where) return where.error().with_api(api);
@@ -3711,31 +3478,22 @@ struct cuda_stream_order {
   }
   /// Whether the last record of `m` is done; an error counts as not done (the block stays where it is).
   bool passed(marker m) const noexcept {
-    auto done = query_result(query_event(m), "caching_pool", "cudaEventQuery");
-    return done && *done;
+    return query_result(query_event(m), "caching_pool", "cudaEventQuery").value_or(false);
   }
   /// Blocks until the last record of `m` is done; false if CUDA refused.
-  bool wait(marker m) const noexcept {
-    const cudaError_t code = cudaEventSynchronize(m);
-    check_release(code, "cudaEventSynchronize");
-    return code == cudaSuccess;
-  }
-  /// Blocks until all work queued on `device` (-1: the current one) is done, for blocks whose frees no mark covers;
-  /// false if CUDA refused.
+  bool wait(marker m) const noexcept { return succeeded(cudaEventSynchronize(m), "cudaEventSynchronize"); }
+  /// Blocks until all work queued on `device` (-1: the current one) is done; false if CUDA refused.
   bool wait_device(int device) const noexcept {
     relaxed_capture_scope relaxed;
     auto guard = select(device);
     if (guard && !*guard) return false;
-    const cudaError_t code = cudaDeviceSynchronize();
-    check_release(code, "cudaDeviceSynchronize");
-    return code == cudaSuccess;
+    return succeeded(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
   }
   void destroy(marker m) const noexcept {
     if (m != nullptr) check_release(cudaEventDestroy(m), "cudaEventDestroy");
   }
-  /// Calls `f` with `device` made current (-1: the current one), for the upstream's CUDA calls. If the device
-  /// cannot be made current: a result-returning `f` is not called and the error is returned; any other is called
-  /// anyway (a free on the current device beats a leak) and the release handler hears why.
+  /// Calls `f` with `device` current (-1: the current one). If that fails, a result-returning `f` is not called and
+  /// the error is returned; any other is called anyway (a free beats a leak) and the release handler hears why.
   template <class F>
   auto on_device(int device, F&& f) const noexcept -> decltype(f()) {
     auto guard = select(device);
@@ -3745,17 +3503,21 @@ struct cuda_stream_order {
     }
     return f();
   }
-  /// `device` made current while the guard lives (none for -1).
-  static std::optional<result<device_guard>> select(int device) noexcept {
-    if (device < 0) return std::nullopt;
-    return device_guard::set(device_id(device));
-  }
-  /// Where idle blocks go back to the upstream: any stream will do once their work is done. The calling thread's
-  /// default stream, since it joins no one's capture; `device` is made current around it.
+  /// Gives idle blocks back through `free` on this thread's default stream (it joins no capture), `device` current.
   template <class Free>
   void give_back(int device, Free&& free) const noexcept {
     relaxed_capture_scope relaxed;
     on_device(device, [&] { free(stream_ref::per_thread()); });
+  }
+
+ private:
+  static std::optional<result<device_guard>> select(int device) noexcept {  // none for -1
+    if (device < 0) return std::nullopt;
+    return device_guard::set(device_id(device));
+  }
+  static bool succeeded(cudaError_t code, const char* cuda_call) noexcept {  // a failure goes to the release handler
+    check_release(code, cuda_call);
+    return code == cudaSuccess;
   }
 };
 
@@ -3766,15 +3528,14 @@ struct cuda_stream_order {
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <tuple>
 #include <utility>
 #include <vector>
 
 namespace cudamem {
 
-/// Sets cudaMemPoolAttrReleaseThreshold of device `id`'s default memory pool (the one device_pool_resource draws
-/// from): memory up to `bytes` stays in the pool when a stream synchronizes instead of going back to the driver, so
-/// the next cudaMallocAsync is cheap. Process-wide for that device; does not synchronize. Errors: out_of_range (no
-/// such device); not_supported (no memory pools); CUDA errors.
+/// Keeps up to `bytes` in device `id`'s default memory pool (device_pool_resource's) across syncs: process-wide, does
+/// not synchronize. Errors: out_of_range (no such device); not_supported (no memory pools); CUDA errors.
 [[nodiscard]] inline status set_pool_release_threshold(device_id id, std::uint64_t bytes = ~std::uint64_t{0}) noexcept {
   constexpr const char* api = "set_pool_release_threshold";
   auto pools = detail::cached_attribute<cudaDevAttrMemoryPoolsSupported>(id, api);
@@ -3786,14 +3547,7 @@ namespace cudamem {
                        "cudaMemPoolSetAttribute");
 }
 
-namespace detail {
-inline bool is_out_of_memory(const error& e) noexcept {
-  return e.cuda_status() == cudaErrorMemoryAllocation || e.code() == errc::out_of_memory;
-}
-}  // namespace detail
-
-/// What a caching_pool holds and has done (a snapshot; each stream's counters are read under its lock, one at a
-/// time).
+/// What a caching_pool holds and has done: a snapshot, each stream's counters read under its lock in turn.
 struct caching_statistics {
   std::size_t bytes_in_use = 0;           ///< bytes handed out and not yet freed (by size class)
   std::size_t blocks_in_use = 0;          ///< blocks handed out and not yet freed
@@ -3808,20 +3562,11 @@ struct caching_statistics {
   std::size_t out_of_memory_retries = 0;  ///< times the cache was given back after out-of-memory
 };
 
-/// Caches blocks of `Upstream` (any resource) in free lists per (stream, size class: four per power of two from 256
-/// bytes). A block freed on stream A is reused on A at once (stream order makes that safe). Another stream B of A's
-/// device takes it only once an event recorded on A after the free has completed (B never waits for A): A records
-/// that event the next time it allocates or frees after some stream found A's blocks unmarked, so a stream that
-/// keeps to its own blocks records nothing. On out-of-memory it gives back every cached block (waiting for their
-/// streams, or for the device where no event covers a block) and retries once.
-///
-/// Thread-safe, with one lock per stream: threads on their own streams do not contend. The hot path makes one
-/// driver call per allocate and per free (the capture status) and no runtime call; a stream_ref made from a raw
-/// handle adds cudaStreamGetId. Serves up to max_streams streams at a time with a cache; a stream beyond that
-/// (served by the upstream, taking the pool's mutex at each call), or one whose handle CUDA reused for a new
-/// stream, is still served correctly. The release handler must not call into the pool that reports to it. Refuses a
-/// capturing stream (capture_active): register device_pool_resource on streams you capture. It must outlive its
-/// buffers; blocks still in use when it is destroyed are lost to it.
+/// Caches blocks of `Upstream` in free lists per (stream, size class). A block freed on stream A is reused on A at
+/// once; another stream of A's device takes it once an event A records on demand after the free has completed. Out
+/// of memory: gives back the cache and retries once. Thread-safe, one lock per stream; caches for max_streams
+/// streams at once (others go straight to the upstream). Refuses a capturing stream (capture_active). The release
+/// handler must not call into the pool. It must outlive its buffers. See docs/allocators.md.
 template <class Upstream, class StreamOrder = detail::cuda_stream_order>
 class caching_pool {
  public:
@@ -3841,9 +3586,8 @@ class caching_pool {
     for (auto& st : states_) order_.destroy(st->event);
   }
 
-  /// A block of at least `bytes` usable on `s` in its order; does not synchronize. Errors: invalid_argument
-  /// (alignment not a power of two; a moved-from stream); not_supported (alignment > 256); size_overflow;
-  /// capture_active; the upstream's (out of memory: after giving back the cache and retrying once).
+  /// A block of at least `bytes` for `s`, in its order; does not synchronize. Errors: invalid_argument (alignment,
+  /// moved-from stream); not_supported (alignment > 256); size_overflow; capture_active; the upstream's.
   [[nodiscard]] result<void*> allocate(stream_ref s, std::size_t bytes, std::size_t alignment) noexcept {
     constexpr const char* api = "caching_pool::allocate";
     CUDAMEM_TRY(detail::check_alignment(alignment, api));
@@ -3858,12 +3602,12 @@ class caching_pool {
       if (void* own = take_own(*st, *cls, s)) return own;
       if (void* other = take_other(*st, *cls)) return other;
     }
-    const int device = device_for(st, s);
-    auto from_upstream = [&] {
+    auto from_upstream = [&, device = device_for(st, s)] {
       return order_.on_device(device, [&] { return upstream_.allocate(s, cls->bytes, block_alignment); });
     };
     auto fresh = from_upstream();
-    if (!fresh && detail::is_out_of_memory(fresh.error())) {
+    if (!fresh &&
+        (fresh.error().cuda_status() == cudaErrorMemoryAllocation || fresh.error().code() == errc::out_of_memory)) {
       release();
       retries_.fetch_add(1, std::memory_order_relaxed);
       fresh = from_upstream();
@@ -3871,12 +3615,11 @@ class caching_pool {
     if (!fresh) return fresh.error();
     reserve(cls->bytes, 1);
     const std::lock_guard<detail::spin_lock> lock(st->lock);
-    st->hand_out(cls->bytes);
+    st->in_use(cls->bytes, 1);
     return *fresh;
   }
-  /// Takes a block back into the cache of `s` (the stream its last use was queued on); does not synchronize. A
-  /// stream the pool cannot cache for (a default stream, a capturing one) gets it straight back to the upstream in
-  /// its order; a moved-from stream gets it back after the device is idle, and the release handler hears why.
+  /// Caches a block for `s`, its last use's stream; does not synchronize. A default or capturing stream gives it to
+  /// the upstream in its order; on a moved-from one it stays in use. Failures go to the release handler.
   void deallocate(stream_ref s, void* p, std::size_t bytes, std::size_t) noexcept {
     if (p == nullptr) return;
     constexpr const char* api = "caching_pool::deallocate";
@@ -3893,10 +3636,10 @@ class caching_pool {
       status marked;
       {
         const std::lock_guard<detail::spin_lock> lock(st->lock);
-        if (st->retired) continue;  // given up since it was found: find the stream's state again
+        if (st->retired) continue;  // retired since found: look again
         if (!st->lists) st->lists = std::make_unique<std::vector<block>[]>(detail::size_classes);
         st->lists[cls.index].push_back(block{p, ++st->frees});
-        st->take_back(cls.bytes);
+        st->in_use(0 - cls.bytes, std::size_t(0) - 1);
         if (st->demanded) marked = mark(*st, s);
       }
       if (!marked) report_release_failure(marked.error());
@@ -3906,17 +3649,15 @@ class caching_pool {
     if (!s.valid()) return;  // no stream to order the free on, nor a device known to wait for: it stays in use
     {
       const std::lock_guard<detail::spin_lock> lock(overflow_.lock);  // before `reserve`: statistics() reads
-      overflow_.take_back(cls.bytes);                                // in-use first, reserved second
+      overflow_.in_use(0 - cls.bytes, std::size_t(0) - 1);           // in-use first, reserved second
     }
     order_.on_device(device_for(nullptr, s), [&] { upstream_.deallocate(s, p, cls.bytes, block_alignment); });
     reserve(0 - cls.bytes, std::size_t(0) - 1);
   }
 
-  /// Gives the upstream every cached block known to be done; does not wait. Streams with blocks no event covers yet
-  /// are asked to record one, so a later trim can give those back too.
+  /// Gives back the cached blocks known to be done and asks streams to mark the rest; does not wait.
   void trim() noexcept { give_back(false); }
-  /// Waits for the streams of all cached blocks (or their devices, where no event covers a block), then gives every
-  /// one to the upstream; synchronizes.
+  /// Waits for the streams (or devices) of all cached blocks and gives every one back; synchronizes.
   void release() noexcept { give_back(true); }
   /// A snapshot of the counters.
   [[nodiscard]] caching_statistics statistics() const noexcept {
@@ -3929,7 +3670,7 @@ class caching_pool {
     out.bytes_reserved = reserved_bytes_.load(std::memory_order_relaxed);
     out.blocks_reserved = reserved_blocks_.load(std::memory_order_relaxed);
     out.peak_bytes_reserved = peak_.load(std::memory_order_relaxed);
-    // Per-stream sums taken while blocks move between streams can be off for a moment: keep them in range.
+    // Sums taken while blocks move between streams can be off for a moment.
     const auto clamp = [](std::size_t v, std::size_t most) {
       return static_cast<std::ptrdiff_t>(v) < 0 ? 0 : std::min(v, most);
     };
@@ -3948,28 +3689,23 @@ class caching_pool {
     void* address;
     std::uint64_t mark;  // the stream's free count when it came back
   };
-  // One stream (its handle and id never change; a new stream at the same handle gets a new state). The counters
-  // wrap: a block handed out by one stream and freed on another counts on both, and only the sums mean anything.
+  // One stream. Counters wrap: a block handed out on one stream and freed on another counts on both.
   struct alignas(64) stream_state {
     stream_state(cudaStream_t h, std::uint64_t i, int d) noexcept : handle(h), id(i), device(d) {}
-    const cudaStream_t handle;  // the first cache line is read by every thread's find(): nothing written often
+    const cudaStream_t handle;  // this cache line is read by every find(): nothing written often
     const std::uint64_t id;
     const int device;
     alignas(64) mutable detail::spin_lock lock;
     std::atomic<std::uint64_t> confirmed{~std::uint64_t{0}};  // see state_for
-    bool demanded = false;  // another stream found blocks of ours no event covers: record one at our next call
-    bool retired = false;   // given up (its stream is gone, or its slot went to another): never cached into again
+    bool demanded = false;  // another stream found blocks no event covers: record one at our next call
+    bool retired = false;   // its stream is gone or its slot was taken: never cached into again
     marker event{};
     std::uint64_t frees = 0, recorded = 0, passed = 0;  // frees so far; frees the last record covers; known done
     std::size_t bytes_in_use = 0, blocks_in_use = 0, reused = 0, reused_across = 0;
     std::unique_ptr<std::vector<block>[]> lists;  // per size class; made at the first free
-    void hand_out(std::size_t bytes) noexcept {
+    void in_use(std::size_t bytes, std::size_t blocks) noexcept {  // negative as wrapped unsigned
       bytes_in_use += bytes;
-      ++blocks_in_use;
-    }
-    void take_back(std::size_t bytes) noexcept {
-      bytes_in_use -= bytes;
-      --blocks_in_use;
+      blocks_in_use += blocks;
     }
   };
 
@@ -3987,15 +3723,13 @@ class caching_pool {
     std::size_t peak = peak_.load(std::memory_order_relaxed);
     while (blocks == 1 && now > peak && !peak_.compare_exchange_weak(peak, now, std::memory_order_relaxed)) {}
   }
-  // The device to make current for the upstream: the stream's (-1: the current one, for a default stream, whose
-  // buffer made its device current, or a stream CUDA cannot name now).
+  // The device to make current for the upstream; -1 (the current one) for a default stream or one CUDA can't name.
   int device_for(const stream_state* st, stream_ref s) const noexcept {
     if (st != nullptr && st != &overflow_) return st->device;
     if (!s.valid() || detail::is_default_stream(s.get())) return -1;
     return order_.device(s, "caching_pool").value_or(-1);
   }
-  // Records the stream's event; its frees so far become reusable elsewhere once it completes. Under st.lock; the
-  // caller reports a failure once the lock is released (the blocks stay where they are until the next request).
+  // Records the stream's event over its frees so far. Under st.lock: the caller reports a failure after unlocking.
   [[nodiscard]] status mark(stream_state& st, stream_ref s) noexcept {
     st.demanded = false;
     CUDAMEM_TRY(order_.mark(st.event, st.device, s));
@@ -4008,6 +3742,11 @@ class caching_pool {
     if (b.mark > owner.recorded) return false;
     if (owner.recorded > owner.passed && order_.passed(owner.event)) owner.passed = owner.recorded;
     return b.mark <= owner.passed;
+  }
+  // Frees a retired, empty state's lists and hands over its event, to destroy with no lock held. Under its lock.
+  static marker drop(stream_state& st) noexcept {
+    st.lists.reset();
+    return std::exchange(st.event, marker{});
   }
   // The mark of the newest cached block (marks start at 1); 0: none cached. Under the state's lock.
   static std::uint64_t newest(const stream_state& st) noexcept {
@@ -4028,31 +3767,33 @@ class caching_pool {
   }
   // The state of `s`, checked against handle reuse: cudaStreamGetId must match, except for a stream object's ref()
   // confirmed while no stream object was created, destroyed or released (detail::disowned_count()).
+  // The confirmed case is inline; the rest out of line, so the hot path keeps a small frame.
   result<stream_state*> state_for(stream_ref s, const char* api) noexcept {
+    stream_state* st = detail::from_owner(s) ? find(s.get()) : nullptr;
+    const std::uint64_t disowned = detail::disowned_count().load(std::memory_order_acquire);
+    if (st != nullptr && st->confirmed.load(std::memory_order_relaxed) == disowned) [[likely]]
+      return st;
+    return confirm_state(s, api);
+  }
+  [[gnu::noinline]] result<stream_state*> confirm_state(stream_ref s, const char* api) noexcept {
     if (detail::is_default_stream(s.get())) return &overflow_;
     stream_state* st = find(s.get());
     const std::uint64_t disowned = detail::disowned_count().load(std::memory_order_acquire);
-    if (st != nullptr && detail::from_owner(s) && st->confirmed.load(std::memory_order_relaxed) == disowned) return st;
     auto id = order_.id(s, api);
     if (!id) return id.error();
     if (st == nullptr || st->id != *id) {
-      auto made = adopt(s, *id, api);
+      marker gone{};  // the event of a state retired empty: destroyed with no lock held
+      auto made = adopt(s, *id, api, gone);
+      order_.destroy(gone);
       if (!made) return made.error();
       st = *made;
     }
     if (st != &overflow_ && detail::from_owner(s)) st->confirmed.store(disowned, std::memory_order_relaxed);
     return st;
   }
-  // The state for stream `id` at `s`'s handle, made on first sight. A state at the handle with another id belongs
-  // to a destroyed stream: it retires (its blocks wait for release). With every slot taken, a stream with nothing
-  // cached gives its slot up; if none can, the overflow state, which caches nothing.
-  result<stream_state*> adopt(stream_ref s, std::uint64_t id, const char* api) noexcept {
-    marker gone{};  // the event of a state retired empty: destroyed with no lock held
-    result<stream_state*> made = adopt_locked(s, id, api, gone);
-    order_.destroy(gone);
-    return made;
-  }
-  result<stream_state*> adopt_locked(stream_ref s, std::uint64_t id, const char* api, marker& gone) noexcept {
+  // The state for stream `id` at `s`'s handle, made on first sight; one at the handle with another id retires. With
+  // every slot taken, a state with nothing cached gives its slot up; if none can, the overflow state.
+  result<stream_state*> adopt(stream_ref s, std::uint64_t id, const char* api, marker& gone) noexcept {
     const std::lock_guard<std::mutex> lock(mutex_);
     const std::size_t used = used_.load(std::memory_order_relaxed);
     std::size_t slot = max_streams;
@@ -4063,8 +3804,8 @@ class caching_pool {
     }
     auto device = order_.device(s, api);
     if (!device) return device.error();
-    // Retires the state in slot `at` (its stream is gone, or the slot is wanted); false if `only_empty` and it
-    // caches blocks. Checked and done under one hold of its lock: a free that found it then sees it retired.
+    // Retires slot `at`'s state (false if `only_empty` and it caches blocks) in one hold of its lock, so a free that
+    // found it sees it retired.
     auto retire = [&](std::size_t at, bool only_empty) {
       stream_state& old = *slots_[at].load(std::memory_order_relaxed);
       const std::lock_guard<detail::spin_lock> held(old.lock);
@@ -4072,10 +3813,7 @@ class caching_pool {
       if (only_empty && !empty) return false;
       old.retired = true;
       old.demanded = false;
-      if (empty) {
-        old.lists.reset();
-        gone = std::exchange(old.event, marker{});
-      }
+      if (empty) gone = drop(old);
       return true;
     };
     if (slot != max_streams) retire(slot, false);
@@ -4099,15 +3837,14 @@ class caching_pool {
       if (st.lists && !st.lists[cls.index].empty()) {
         address = st.lists[cls.index].back().address;
         st.lists[cls.index].pop_back();
-        st.hand_out(cls.bytes);
+        st.in_use(cls.bytes, 1);
         ++st.reused;
       }
     }
     if (!marked) report_release_failure(marked.error());
     return address;
   }
-  // The oldest finished block of class `cls` of another stream of `me`'s device. A stream whose oldest block no
-  // event covers is asked to record one.
+  // The oldest finished block of class `cls` of another stream on `me`'s device; asks for a mark where none covers.
   void* take_other(stream_state& me, detail::size_class cls) noexcept {
     const std::size_t used = used_.load(std::memory_order_acquire);
     for (std::size_t i = 0; i < used; ++i) {
@@ -4122,15 +3859,14 @@ class caching_pool {
       }
       void* address = list.front().address;
       list.erase(list.begin());
-      other->hand_out(cls.bytes);
+      other->in_use(cls.bytes, 1);
       ++other->reused;
       ++other->reused_across;
       return address;
     }
     return nullptr;
   }
-  // Gives the finished blocks (all, when `wait`) to the upstream. Waiting happens with no stream's lock held, for
-  // what each stream had freed before: frees that arrive meanwhile are not counted as waited for.
+  // Gives the upstream the finished blocks (all when `wait`, waiting with no stream lock held, for earlier frees).
   void give_back(bool wait) noexcept {
     std::vector<std::pair<int, std::pair<void*, std::size_t>>> leaving;
     std::vector<marker> gone;  // events of retired states: destroyed with no lock held
@@ -4149,10 +3885,7 @@ class caching_pool {
             leaving.push_back({st.device, {list[i].address, detail::size_class_bytes(c)}});
           list.erase(list.begin(), list.begin() + static_cast<std::ptrdiff_t>(done));
         }
-        if (st.retired && newest(st) == 0) {  // nothing will be cached there again, nor marked
-          st.lists.reset();
-          gone.push_back(std::exchange(st.event, marker{}));
-        }
+        if (st.retired && newest(st) == 0) gone.push_back(drop(st));  // nothing will be cached there again
       }
     }
     for (marker m : gone) order_.destroy(m);
@@ -4161,36 +3894,27 @@ class caching_pool {
       reserve(0 - b.second, std::size_t(0) - 1);
     }
   }
-  // For release(): waits until every cached block's free is done, by event or, where no event covers a block, by
-  // synchronizing its device. Under mutex_.
+  // For release(), under mutex_: waits for every cached block's free, by its event or else its device.
   void wait_for_cached() noexcept {
-    struct waiting {
-      stream_state* st;
-      std::uint64_t upto;  // the frees the wait covers
-      bool by_device;
-      marker event;
-    };
-    std::vector<waiting> waits;
-    std::vector<int> devices, synchronized;
+    std::vector<std::tuple<stream_state*, std::uint64_t, bool, marker>> waits;  // frees covered, by device?, event
+    std::vector<int> devices, synced;
     for (auto& held : states_) {
       stream_state& st = *held;
       const std::lock_guard<detail::spin_lock> st_lock(st.lock);
       const std::uint64_t cached = newest(st);
       if (cached > st.recorded) {
-        waits.push_back({&st, st.frees, true, st.event});
-        if (std::find(devices.begin(), devices.end(), st.device) == devices.end()) devices.push_back(st.device);
+        waits.emplace_back(&st, st.frees, true, st.event);
+        if (std::ranges::find(devices, st.device) == devices.end()) devices.push_back(st.device);
       } else if (cached > st.passed) {
-        waits.push_back({&st, st.recorded, false, st.event});
+        waits.emplace_back(&st, st.recorded, false, st.event);
       }
     }
     for (int device : devices)
-      if (order_.wait_device(device)) synchronized.push_back(device);
-    for (const waiting& w : waits) {
-      const bool done = w.by_device
-                            ? std::find(synchronized.begin(), synchronized.end(), w.st->device) != synchronized.end()
-                            : order_.wait(w.event);
-      const std::lock_guard<detail::spin_lock> st_lock(w.st->lock);
-      if (done) w.st->passed = std::max(w.st->passed, w.upto);
+      if (order_.wait_device(device)) synced.push_back(device);
+    for (const auto& [st, upto, by_device, event] : waits) {
+      const bool done = by_device ? std::ranges::find(synced, st->device) != synced.end() : order_.wait(event);
+      const std::lock_guard<detail::spin_lock> st_lock(st->lock);
+      if (done) st->passed = std::max(st->passed, upto);
     }
   }
 
@@ -4207,13 +3931,12 @@ static_assert(memory_resource_for<caching_pool<device_pool_resource>, device>);
 
 /// Bytes and blocks outstanding through an upstream resource, and the peak. Lock-free; thread-safe.
 struct allocation_statistics {
-  std::size_t bytes_outstanding = 0;   ///< bytes allocated and not yet freed (as asked)
+  std::size_t bytes_outstanding = 0;  ///< bytes allocated and not yet freed (as asked)
   std::size_t blocks_outstanding = 0;  ///< blocks allocated and not yet freed
-  std::size_t peak_bytes = 0;          ///< the most bytes_outstanding has been
+  std::size_t peak_bytes = 0;  ///< the most bytes_outstanding has been
 };
 
-/// Counts what goes through `Upstream`: bytes (as asked) and blocks outstanding, and the peak of bytes. Adds nothing
-/// else; errors are the upstream's.
+/// Counts bytes (as asked) and blocks outstanding through `Upstream`, and the peak of bytes; errors are the upstream's.
 template <class Upstream>
 class statistics_adaptor {
  public:
@@ -4250,8 +3973,8 @@ class statistics_adaptor {
 };
 static_assert(memory_resource_for<statistics_adaptor<device_pool_resource>, device>);
 
-/// Refuses an allocation that would take the bytes outstanding through `Upstream` past a budget, with
-/// errc::out_of_memory naming the budget; nothing is allocated then. Lock-free; thread-safe.
+/// Refuses (errc::out_of_memory, naming the budget) an allocation that would take the bytes outstanding through
+/// `Upstream` past a budget. Lock-free; thread-safe.
 template <class Upstream>
 class limit_adaptor {
  public:
