@@ -3898,10 +3898,17 @@ class caching_pool {
   void wait_for_cached() noexcept {
     std::vector<std::tuple<stream_state*, std::uint64_t, bool, marker>> waits;  // frees covered, by device?, event
     std::vector<int> devices, synced;
+    const std::uint64_t disowned = detail::disowned_count().load(std::memory_order_acquire);
     for (auto& held : states_) {
       stream_state& st = *held;
       const std::lock_guard<detail::spin_lock> st_lock(st.lock);
       const std::uint64_t cached = newest(st);
+      // A stream object known alive gets an event now: waiting for it, unlike synchronizing the device (refused
+      // during a capture elsewhere on the device, which it invalidates), leaves other streams' captures intact.
+      if (cached > st.recorded && !st.retired && st.confirmed.load(std::memory_order_relaxed) == disowned) {
+        const auto s = stream_ref::from_native_handle(st.handle, device_id(st.device));
+        if (order_.usable(s, "caching_pool::release")) (void)mark(st, s);  // on failure the device is waited for
+      }
       if (cached > st.recorded) {
         waits.emplace_back(&st, st.frees, true, st.event);
         if (std::ranges::find(devices, st.device) == devices.end()) devices.push_back(st.device);

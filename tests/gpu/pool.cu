@@ -303,6 +303,49 @@ TEST_CASE("stream-ordered allocation through a registered allocator is captured 
   CHECK(cudaGetLastError() == cudaSuccess);
 }
 
+// A capture elsewhere on the device: trim() only queries events, and release() records an event on each live stream
+// object with cached blocks and waits for it. Synchronizing the device instead would be refused and would invalidate
+// the capture; it remains the way to wait for blocks of raw handles, whose streams may be gone (docs/allocators.md).
+TEST_CASE("trimming and releasing a caching pool leave a capture in progress intact", "[pool][graph]") {
+  auto worker = take(stream::create());
+  auto capturing = take(stream::create());
+  auto target = take(device_buffer<int>::allocate(1000));
+  device_pool_resource upstream;
+  caching_pool<device_pool_resource> pool(upstream);
+  {
+    std::vector<device_buffer<int>> blocks;
+    for (int i = 0; i < 4; ++i) {
+      blocks.push_back(take(device_buffer<int>::allocate(1000, worker, pool)));
+      REQUIRE_OK(fill(blocks.back(), i, worker));
+    }
+  }
+  REQUIRE(pool.statistics().blocks_cached == 4);
+
+  REQUIRE(cudaStreamBeginCapture(capturing.get(), cudaStreamCaptureModeGlobal) == cudaSuccess);
+  const status filled = fill(target, 5, capturing);
+  pool.trim();
+  pool.release();
+  const std::size_t reserved_after_release = pool.statistics().blocks_reserved;
+  cudaStreamCaptureStatus during = cudaStreamCaptureStatusNone;
+  const cudaError_t queried = cudaStreamIsCapturing(capturing.get(), &during);
+  cudaGraph_t graph = nullptr;
+  const cudaError_t ended = cudaStreamEndCapture(capturing.get(), &graph);
+
+  REQUIRE_OK(filled);
+  CHECK(queried == cudaSuccess);
+  CHECK(during == cudaStreamCaptureStatusActive);  // not invalidated
+  REQUIRE(ended == cudaSuccess);
+  cudaGraphExec_t exec = nullptr;
+  REQUIRE(cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess);
+  REQUIRE(cudaGraphLaunch(exec, capturing.get()) == cudaSuccess);
+  REQUIRE_OK(capturing.synchronize());
+  CHECK(test::read_back(target.view()) == std::vector<int>(1000, 5));
+  CHECK(reserved_after_release == 0);  // the worker's blocks went back during the capture
+  CHECK(cudaGraphExecDestroy(exec) == cudaSuccess);
+  CHECK(cudaGraphDestroy(graph) == cudaSuccess);
+  CHECK(cudaGetLastError() == cudaSuccess);
+}
+
 TEST_CASE("many threads register, look up and allocate at once", "[pool][registry][concurrent]") {
   device_pool_resource upstream;
   caching_pool<device_pool_resource> pool(upstream);
