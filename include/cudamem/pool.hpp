@@ -361,6 +361,7 @@ class caching_pool {
   }
   // Gives the upstream the finished blocks (all when `wait`, waiting with no stream lock held, for earlier frees).
   void give_back(bool wait) noexcept {
+    [[maybe_unused]] const auto relaxed = order_.relaxed();
     std::vector<std::pair<int, std::pair<void*, std::size_t>>> leaving;
     std::vector<marker> gone;  // events of retired states: destroyed with no lock held
     {

@@ -3444,6 +3444,8 @@ class spin_lock {
 struct cuda_stream_order {
   using marker = cudaEvent_t;  ///< null until the stream's first mark
 
+  /// Relaxed capture mode while the result lives: trimming and releasing must not disturb a capture elsewhere.
+  static relaxed_capture_scope relaxed() noexcept { return {}; }
   /// Fails for a stream the pool must not serve: moved from (invalid_argument); capturing (capture_active).
   status usable(stream_ref s, const char* api) const noexcept {
     if (CUstreamCaptureStatus capture{};
@@ -3868,6 +3870,7 @@ class caching_pool {
   }
   // Gives the upstream the finished blocks (all when `wait`, waiting with no stream lock held, for earlier frees).
   void give_back(bool wait) noexcept {
+    [[maybe_unused]] const auto relaxed = order_.relaxed();
     std::vector<std::pair<int, std::pair<void*, std::size_t>>> leaving;
     std::vector<marker> gone;  // events of retired states: destroyed with no lock held
     {

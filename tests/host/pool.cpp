@@ -113,6 +113,7 @@ struct fake_order {
   void destroy(marker m) const noexcept {
     if (m != 0) ++world->destroyed;
   }
+  static int relaxed() noexcept { return 0; }
   template <class F>
   decltype(auto) on_device(int, F&& f) const noexcept {
     return f();

@@ -57,6 +57,8 @@ class spin_lock {
 struct cuda_stream_order {
   using marker = cudaEvent_t;  ///< null until the stream's first mark
 
+  /// Relaxed capture mode while the result lives: trimming and releasing must not disturb a capture elsewhere.
+  static relaxed_capture_scope relaxed() noexcept { return {}; }
   /// Fails for a stream the pool must not serve: moved from (invalid_argument); capturing (capture_active).
   status usable(stream_ref s, const char* api) const noexcept {
     if (CUstreamCaptureStatus capture{};
