@@ -3901,25 +3901,10 @@ class caching_pool {
   void wait_for_cached() noexcept {
     std::vector<std::tuple<stream_state*, std::uint64_t, bool, marker>> waits;  // frees covered, by device?, event
     std::vector<int> devices, synced;
-    std::vector<marker> own;  // events recorded here, destroyed at the end
-    const std::uint64_t disowned = detail::disowned_count().load(std::memory_order_acquire);
     for (auto& held : states_) {
       stream_state& st = *held;
       const std::lock_guard<detail::spin_lock> st_lock(st.lock);
       const std::uint64_t cached = newest(st);
-      // Blocks no event covers, of a stream object alive before and after an event is recorded on it here (its end
-      // moves the count first), wait for that event: synchronizing the device is refused during a capture elsewhere
-      // on the device, and the refusal invalidates that capture.
-      if (cached > st.recorded && !st.retired && st.confirmed.load(std::memory_order_relaxed) == disowned) {
-        const auto s = stream_ref::from_native_handle(st.handle, device_id(st.device));
-        marker now{};
-        const bool recorded = order_.usable(s, "caching_pool::release") && order_.mark(now, st.device, s);
-        own.push_back(now);
-        if (recorded && detail::disowned_count().load(std::memory_order_seq_cst) == disowned) {
-          waits.emplace_back(&st, st.frees, false, now);
-          continue;
-        }
-      }
       if (cached > st.recorded) {
         waits.emplace_back(&st, st.frees, true, st.event);
         if (std::ranges::find(devices, st.device) == devices.end()) devices.push_back(st.device);
@@ -3934,7 +3919,6 @@ class caching_pool {
       const std::lock_guard<detail::spin_lock> st_lock(st->lock);
       if (done) st->passed = std::max(st->passed, upto);
     }
-    for (marker m : own) order_.destroy(m);
   }
 
   Upstream& upstream_;

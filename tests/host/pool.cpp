@@ -307,37 +307,6 @@ TEST_CASE_METHOD(pool_fixture, "trim gives back only finished blocks; release wa
   CHECK(upstream.live.empty());
 }
 
-TEST_CASE_METHOD(pool_fixture, "release records an event on a live stream object instead of waiting for the device",
-                 "[pool]") {
-  const auto handle = reinterpret_cast<cudaStream_t>(std::uintptr_t{0x8000});
-  world.ids[handle] = 81;
-  auto owner = stream::adopt(handle, device_id(0));
-  REQUIRE(owner);
-  const stream_ref raw = world.stream(0x9000, 82);
-  world.busy.insert(81);
-  world.busy.insert(82);
-  void* p = *pool.allocate(owner->ref(), 512, 8);
-  void* q = *pool.allocate(raw, 512, 8);
-  pool.deallocate(owner->ref(), p, 512, 8);
-  pool.deallocate(raw, q, 512, 8);
-  pool.release();
-  CHECK(world.marks == 1);  // on the stream object's stream, which is known to be alive
-  CHECK(world.waits == 1);
-  CHECK(world.device_waits == 1);  // the raw handle's stream may be gone: only the device can say
-  CHECK(upstream.live.empty());
-
-  // A stream object that is being captured gets no event (it would be a graph node): the device is waited for.
-  p = *pool.allocate(owner->ref(), 512, 8);
-  pool.deallocate(owner->ref(), p, 512, 8);
-  world.capturing.insert(81);
-  pool.release();
-  CHECK(world.marks == 1);
-  CHECK(world.device_waits == 2);
-  CHECK(upstream.live.empty());
-  world.capturing.erase(81);
-  (void)owner->release();
-}
-
 TEST_CASE("out of memory: the pool gives back its cache and retries once", "[pool]") {
   fake_world world;
   fake_upstream upstream;
