@@ -3444,7 +3444,7 @@ class spin_lock {
 struct cuda_stream_order {
   using marker = cudaEvent_t;  ///< null until the stream's first mark
 
-  /// Relaxed capture mode while the result lives: trimming and releasing must not disturb a capture elsewhere.
+  /// Relaxed capture mode while the result lives, around a whole trim or release (one switch for all its calls).
   static relaxed_capture_scope relaxed() noexcept { return {}; }
   /// Fails for a stream the pool must not serve: moved from (invalid_argument); capturing (capture_active).
   status usable(stream_ref s, const char* api) const noexcept {
@@ -3484,9 +3484,9 @@ struct cuda_stream_order {
   }
   /// Blocks until the last record of `m` is done; false if CUDA refused.
   bool wait(marker m) const noexcept { return succeeded(cudaEventSynchronize(m), "cudaEventSynchronize"); }
-  /// Blocks until all work queued on `device` (-1: the current one) is done; false if CUDA refused.
+  /// Blocks until all work queued on `device` (-1: the current one) is done; false if CUDA refused. Called within
+  /// relaxed(), as give_back is.
   bool wait_device(int device) const noexcept {
-    relaxed_capture_scope relaxed;
     auto guard = select(device);
     if (guard && !*guard) return false;
     return succeeded(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
@@ -3508,7 +3508,6 @@ struct cuda_stream_order {
   /// Gives idle blocks back through `free` on this thread's default stream (it joins no capture), `device` current.
   template <class Free>
   void give_back(int device, Free&& free) const noexcept {
-    relaxed_capture_scope relaxed;
     on_device(device, [&] { free(stream_ref::per_thread()); });
   }
 
