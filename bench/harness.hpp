@@ -229,11 +229,24 @@ double seconds_between(wall_clock::time_point start, wall_clock::time_point stop
   return std::chrono::duration<double>(stop - start).count();
 }
 
-// Host cost of one enqueue: the time to issue `calls` calls, divided by `calls`. The stream is
-// drained after every batch (untimed) so that its queue never fills and blocks the host.
+// Holds the stream it runs on for `ns` nanoseconds of device time.
+__global__ void hold_stream(unsigned long long ns) {
+  unsigned long long start = 0, now = 0;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
+  do asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+  while (now - start < ns);
+}
+
+// Host cost of one enqueue: the time to issue `calls` calls, divided by `calls`. Each batch is queued behind a kernel
+// that holds the stream longer than the batch takes, so the device does not drain the queue while the host fills it
+// (the time per call would then follow the device's pace, not the host's); the stream is drained after every batch
+// (untimed) so that its queue never fills and blocks the host.
 template <class RawCall, class LibCall>
 row host_cost(std::string name, const options& opt, cudamem::stream_ref s, RawCall raw_call, LibCall lib_call) {
+  const unsigned long long hold_ns = 1'000'000ull + 20'000ull * static_cast<unsigned long long>(opt.calls);
   auto batch = [&](auto& call) {
+    hold_stream<<<1, 1, 0, s.get()>>>(hold_ns);
+    check(cudaGetLastError(), "hold_stream");
     const auto start = wall_clock::now();
     for (int i = 0; i < opt.calls; ++i) call();
     const auto stop = wall_clock::now();

@@ -75,7 +75,9 @@ class buffer {
   }
   buffer(const buffer&) = delete;
   buffer& operator=(const buffer&) = delete;
-  ~buffer() { free(); }  ///< Frees the memory through its resource, with its device current, on its stream.
+  ~buffer() {  ///< Frees the memory through its resource, with its device current, on its stream.
+    if (data_ != nullptr) free();
+  }
 
   /// A view of the whole buffer, valid while the buffer lives; not of a temporary buffer.
   [[nodiscard]] span<T, Kind> view() & noexcept { return {data(), size_}; }

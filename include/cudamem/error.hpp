@@ -66,11 +66,11 @@ class error {
   static constexpr std::size_t max_message = 255;  ///< The longest message kept; a longer one ends in "...".
   static constexpr std::size_t max_name = 47;      ///< The longest api() and call() kept (they are copied).
   /// An error CUDA reported from `cuda_call`, inside the library function `api` (may be null).
-  error(cudaError_t status, const char* api, const char* cuda_call) noexcept
+  [[gnu::cold]] error(cudaError_t status, const char* api, const char* cuda_call) noexcept
       : error(error_domain::cuda, static_cast<int>(status), api, cuda_call, cudaGetErrorName(status),
               cudaGetErrorString(status)) {}
   /// Misuse caught by the library function `api` (null reads "cudamem"), described printf-style.
-  [[gnu::format(printf, 4, 5)]] error(errc code, const char* api, const char* fmt, ...) noexcept
+  [[gnu::format(printf, 4, 5), gnu::cold]] error(errc code, const char* api, const char* fmt, ...) noexcept
       : domain_(error_domain::library), code_(code), native_(static_cast<int>(code)) {
     if (api == nullptr) api = "cudamem";
     start(api, api);
@@ -81,8 +81,8 @@ class error {
   }
   /// An error another library (NCCL: `native_code` an ncclResult_t) reported from `call`, in the library function
   /// `api` (may be null), with its `name` and `description` (may be null): "api: call: name: description".
-  error(error_domain domain, int native_code, const char* api, const char* call, const char* name,
-        const char* description) noexcept
+  [[gnu::cold]] error(error_domain domain, int native_code, const char* api, const char* call, const char* name,
+                      const char* description) noexcept
       : domain_(domain),
         code_(domain == error_domain::cuda   ? errc::cuda
               : domain == error_domain::nccl ? errc::nccl
@@ -585,12 +585,16 @@ inline void report_release_failure(const error& failure) noexcept {
 }
 
 namespace detail {
+// check()'s failure, out of line and cold: the success path of every wrapped call stays a few instructions long.
+[[gnu::cold, gnu::noinline]] inline status failed(cudaError_t code, const char* api, const char* cuda_call) noexcept {
+  if (!error::is_sticky_status(code)) (void)cudaGetLastError();
+  return error(code, api, cuda_call);
+}
 // A CUDA status as a status; a non-sticky error is also cleared from CUDA's last-error slot.
 inline status check(cudaError_t code, const char* api, const char* cuda_call) noexcept {
   if (code == cudaSuccess) [[likely]]
     return {};
-  if (!error::is_sticky_status(code)) (void)cudaGetLastError();
-  return error(code, api, cuda_call);
+  return failed(code, api, cuda_call);
 }
 // For destructors: a failed release goes to the handler; nothing once the CUDA runtime has unloaded.
 inline void check_release(cudaError_t code, const char* cuda_call) noexcept {
@@ -608,7 +612,8 @@ inline void check_release(cudaError_t code, const char* cuda_call) noexcept {
 }  // namespace cudamem
 
 /// `CUDAMEM_TRY(copy(a, b));` evaluates its argument once; an error in it is returned from the caller.
-#define CUDAMEM_TRY(...)                                                                                    \
-  do {                                                                                                      \
-    if (auto cudamem_try_status_ = (__VA_ARGS__); !cudamem_try_status_) return cudamem_try_status_.error(); \
+#define CUDAMEM_TRY(...)                                                             \
+  do {                                                                               \
+    if (auto cudamem_try_status_ = (__VA_ARGS__); !cudamem_try_status_) [[unlikely]] \
+      return cudamem_try_status_.error();                                            \
   } while (0)

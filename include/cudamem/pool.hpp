@@ -81,71 +81,23 @@ class caching_pool {
 
   /// A block of at least `bytes` for `s`, in its order; does not synchronize. Errors: invalid_argument (alignment,
   /// moved-from stream); not_supported (alignment > 256); size_overflow; capture_active; the upstream's.
-  [[nodiscard]] result<void*> allocate(stream_ref s, std::size_t bytes, std::size_t alignment) noexcept {
-    constexpr const char* api = "caching_pool::allocate";
-    CUDAMEM_TRY(detail::check_alignment(alignment, api));
-    if (bytes == 0) return nullptr;
-    auto cls = detail::class_of(bytes, api);
-    if (!cls) return cls.error();
-    CUDAMEM_TRY(order_.usable(s, api));
-    auto found = state_for(s, api);
-    if (!found) return found.error();
-    stream_state* st = *found;
-    if (st != &overflow_) {
-      if (void* own = take_own(*st, *cls, s)) return own;
-      if (void* other = take_other(*st, *cls)) return other;
+  [[nodiscard, gnu::always_inline]] result<void*> allocate(stream_ref s, std::size_t bytes,
+                                                          std::size_t alignment) noexcept {
+    // The common case inline: a known stream's own cache, its only CUDA call the capture query.
+    if (stream_state* st = known_state(s, bytes, alignment)) [[likely]] {
+      const detail::size_class cls = detail::class_of_checked(bytes);
+      CUDAMEM_TRY(order_.usable(s, "caching_pool::allocate"));
+      if (void* own = take_own(*st, cls, s)) return own;
+      return allocate_from(st, cls, s);
     }
-    auto from_upstream = [&, device = device_for(st, s)] {
-      return order_.on_device(device, [&] { return upstream_.allocate(s, cls->bytes, block_alignment); });
-    };
-    auto fresh = from_upstream();
-    if (!fresh &&
-        (fresh.error().cuda_status() == cudaErrorMemoryAllocation || fresh.error().code() == errc::out_of_memory)) {
-      release();
-      retries_.fetch_add(1, std::memory_order_relaxed);
-      fresh = from_upstream();
-    }
-    if (!fresh) return fresh.error();
-    reserve(cls->bytes, 1);
-    const std::lock_guard<detail::spin_lock> lock(st->lock);
-    st->in_use(cls->bytes, 1);
-    return *fresh;
+    return allocate_checked(s, bytes, alignment);
   }
   /// Caches a block for `s`, its last use's stream; does not synchronize. A default or capturing stream gives it to
   /// the upstream in its order; on a moved-from one it stays in use. Failures go to the release handler.
-  void deallocate(stream_ref s, void* p, std::size_t bytes, std::size_t) noexcept {
-    if (p == nullptr) return;
-    constexpr const char* api = "caching_pool::deallocate";
-    const detail::size_class cls = detail::class_of(bytes, api).value_or(detail::size_class{0, bytes});
-    status usable = order_.usable(s, api);
-    for (int attempt = 0; usable && attempt < 2; ++attempt) {
-      auto found = state_for(s, api);
-      if (!found) {
-        (void)(usable = found.error());
-        break;
-      }
-      stream_state* st = *found;
-      if (st == &overflow_) break;
-      status marked;
-      {
-        const std::lock_guard<detail::spin_lock> lock(st->lock);
-        if (st->retired) continue;  // retired since found: look again
-        if (!st->lists) st->lists = std::make_unique<std::vector<block>[]>(detail::size_classes);
-        st->lists[cls.index].push_back(block{p, ++st->frees});
-        st->in_use(0 - cls.bytes, std::size_t(0) - 1);
-        if (st->demanded) marked = mark(*st, s);
-      }
-      if (!marked) report_release_failure(marked.error());
-      return;
-    }
-    if (!usable) report_release_failure(usable.error());
-    if (!s.valid()) return;  // no stream to order the free on, nor a device known to wait for: it stays in use
-    {
-      const std::lock_guard<detail::spin_lock> lock(overflow_.lock);  // before `reserve`: statistics() reads
-      overflow_.in_use(0 - cls.bytes, std::size_t(0) - 1);           // in-use first, reserved second
-    }
-    order_.on_device(device_for(nullptr, s), [&] { upstream_.deallocate(s, p, cls.bytes, block_alignment); });
-    reserve(0 - cls.bytes, std::size_t(0) - 1);
+  [[gnu::always_inline]] void deallocate(stream_ref s, void* p, std::size_t bytes, std::size_t) noexcept {
+    if (stream_state* st = known_state(s, bytes, 1); st != nullptr && p != nullptr) [[likely]]
+      if (order_.usable(s, "caching_pool::deallocate") && cache(*st, p, detail::class_of_checked(bytes), s)) return;
+    deallocate_checked(s, p, bytes);
   }
 
   /// Gives back the cached blocks known to be done and asks streams to mark the rest; does not wait.
@@ -249,6 +201,102 @@ class caching_pool {
     return mark;
   }
 
+  // allocate with every check, for what known_state() does not vouch for.
+  [[gnu::noinline]] result<void*> allocate_checked(stream_ref s, std::size_t bytes, std::size_t alignment) noexcept {
+    constexpr const char* api = "caching_pool::allocate";
+    CUDAMEM_TRY(detail::check_alignment(alignment, api));
+    if (bytes == 0) return nullptr;
+    auto cls = detail::class_of(bytes, api);
+    if (!cls) return cls.error();
+    CUDAMEM_TRY(order_.usable(s, api));
+    auto found = state_for(s, api);
+    if (!found) return found.error();
+    if (*found != &overflow_)
+      if (void* own = take_own(**found, *cls, s)) return own;
+    return allocate_from(*found, *cls, s);
+  }
+  // Another stream's finished block, else the upstream's (on out-of-memory: the cache given back, then once more).
+  [[gnu::noinline]] result<void*> allocate_from(stream_state* st, detail::size_class cls, stream_ref s) noexcept {
+    if (st != &overflow_)
+      if (void* other = take_other(*st, cls)) return other;
+    auto from_upstream = [&, device = device_for(st, s)] {
+      return order_.on_device(device, [&] { return upstream_.allocate(s, cls.bytes, block_alignment); });
+    };
+    auto fresh = from_upstream();
+    if (!fresh &&
+        (fresh.error().cuda_status() == cudaErrorMemoryAllocation || fresh.error().code() == errc::out_of_memory)) {
+      release();
+      retries_.fetch_add(1, std::memory_order_relaxed);
+      fresh = from_upstream();
+    }
+    if (!fresh) return fresh.error();
+    reserve(cls.bytes, 1);
+    const std::lock_guard<detail::spin_lock> lock(st->lock);
+    st->in_use(cls.bytes, 1);
+    return *fresh;
+  }
+  // Caches `p` on `st` unless it has retired (false). Takes the lock.
+  [[gnu::always_inline]] bool cache(stream_state& st, void* p, detail::size_class cls, stream_ref s) noexcept {
+    {
+      const std::lock_guard<detail::spin_lock> lock(st.lock);
+      if (!st.retired && st.lists && !st.demanded) [[likely]] {
+        st.lists[cls.index].push_back(block{p, ++st.frees});
+        st.in_use(0 - cls.bytes, std::size_t(0) - 1);
+        return true;
+      }
+    }
+    return cache_marking(st, p, cls, s);
+  }
+  [[gnu::noinline]] bool cache_marking(stream_state& st, void* p, detail::size_class cls, stream_ref s) noexcept {
+    status marked;
+    {
+      const std::lock_guard<detail::spin_lock> lock(st.lock);
+      if (st.retired) return false;
+      if (!st.lists) st.lists = std::make_unique<std::vector<block>[]>(detail::size_classes);
+      st.lists[cls.index].push_back(block{p, ++st.frees});
+      st.in_use(0 - cls.bytes, std::size_t(0) - 1);
+      if (st.demanded) marked = mark(st, s);
+    }
+    if (!marked) report_release_failure(marked.error());
+    return true;
+  }
+  // deallocate with every check: a state found anew each time its stream's state retires under it.
+  [[gnu::noinline]] void deallocate_checked(stream_ref s, void* p, std::size_t bytes) noexcept {
+    if (p == nullptr) return;
+    constexpr const char* api = "caching_pool::deallocate";
+    const detail::size_class cls = detail::class_of(bytes, api).value_or(detail::size_class{0, bytes});
+    status usable = order_.usable(s, api);
+    for (int attempt = 0; usable && attempt < 2; ++attempt) {
+      auto found = state_for(s, api);
+      if (!found) {
+        (void)(usable = found.error());
+        break;
+      }
+      if (*found == &overflow_) break;
+      if (cache(**found, p, cls, s)) return;
+    }
+    if (!usable) report_release_failure(usable.error());
+    if (!s.valid()) return;  // no stream to order the free on, nor a device known to wait for: it stays in use
+    {
+      const std::lock_guard<detail::spin_lock> lock(overflow_.lock);  // before `reserve`: statistics() reads
+      overflow_.in_use(0 - cls.bytes, std::size_t(0) - 1);           // in-use first, reserved second
+    }
+    order_.on_device(device_for(nullptr, s), [&] { upstream_.deallocate(s, p, cls.bytes, block_alignment); });
+    reserve(0 - cls.bytes, std::size_t(0) - 1);
+  }
+  // The state of a stream object's ref() confirmed while no stream object came or went, for a request the fast
+  // path can serve (bytes in (0, 2^62], a power-of-two alignment up to 256); else null. No lock, no CUDA call.
+  stream_state* known_state(stream_ref s, std::size_t bytes, std::size_t alignment) const noexcept {
+    if (!detail::from_owner(s) || bytes - 1 >= detail::max_class_bytes || (alignment & (alignment - 1)) != 0 ||
+        alignment - 1 >= block_alignment)
+      return nullptr;
+    stream_state* st = find(s.get());
+    return st != nullptr && st->confirmed.load(std::memory_order_relaxed) ==
+                                detail::disowned_count().load(std::memory_order_acquire)
+               ? st
+               : nullptr;
+  }
+
   // The live state for a handle: no lock, no CUDA call.
   stream_state* find(cudaStream_t handle) const noexcept {
     const std::size_t used = used_.load(std::memory_order_acquire);
@@ -260,15 +308,11 @@ class caching_pool {
   }
   // The state of `s`, checked against handle reuse: cudaStreamGetId must match, except for a stream object's ref()
   // confirmed while no stream object was created, destroyed or released (detail::disowned_count()).
-  // The confirmed case is inline; the rest out of line, so the hot path keeps a small frame.
   result<stream_state*> state_for(stream_ref s, const char* api) noexcept {
-    stream_state* st = detail::from_owner(s) ? find(s.get()) : nullptr;
-    const std::uint64_t disowned = detail::disowned_count().load(std::memory_order_acquire);
-    if (st != nullptr && st->confirmed.load(std::memory_order_relaxed) == disowned) [[likely]]
-      return st;
+    if (stream_state* st = known_state(s, 1, 1)) return st;
     return confirm_state(s, api);
   }
-  [[gnu::noinline]] result<stream_state*> confirm_state(stream_ref s, const char* api) noexcept {
+  result<stream_state*> confirm_state(stream_ref s, const char* api) noexcept {
     if (detail::is_default_stream(s.get())) return &overflow_;
     stream_state* st = find(s.get());
     const std::uint64_t disowned = detail::disowned_count().load(std::memory_order_acquire);
@@ -320,21 +364,33 @@ class caching_pool {
     return fresh;
   }
 
-  // The newest block of class `cls` freed on `st`'s own stream.
-  void* take_own(stream_state& st, detail::size_class cls, stream_ref s) noexcept {
+  // The newest block of class `cls` freed on `st`'s own stream. Takes the lock.
+  [[gnu::always_inline]] void* take_own(stream_state& st, detail::size_class cls, stream_ref s) noexcept {
+    {
+      const std::lock_guard<detail::spin_lock> lock(st.lock);
+      if (!st.demanded) [[likely]]
+        return pop_own(st, cls);
+    }
+    return take_own_marking(st, cls, s);
+  }
+  [[gnu::noinline]] void* take_own_marking(stream_state& st, detail::size_class cls, stream_ref s) noexcept {
     status marked;
     void* address = nullptr;
     {
       const std::lock_guard<detail::spin_lock> lock(st.lock);
       if (st.demanded) marked = mark(st, s);
-      if (st.lists && !st.lists[cls.index].empty()) {
-        address = st.lists[cls.index].back().address;
-        st.lists[cls.index].pop_back();
-        st.in_use(cls.bytes, 1);
-        ++st.reused;
-      }
+      address = pop_own(st, cls);
     }
     if (!marked) report_release_failure(marked.error());
+    return address;
+  }
+  // Under st.lock.
+  static void* pop_own(stream_state& st, detail::size_class cls) noexcept {
+    if (!st.lists || st.lists[cls.index].empty()) return nullptr;
+    void* address = st.lists[cls.index].back().address;
+    st.lists[cls.index].pop_back();
+    st.in_use(cls.bytes, 1);
+    ++st.reused;
     return address;
   }
   // The oldest finished block of class `cls` of another stream on `me`'s device; asks for a mark where none covers.

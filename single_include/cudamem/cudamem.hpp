@@ -177,28 +177,31 @@ struct driver_calls {
   CUresult (*event_query)(CUevent) = nullptr;
 };
 
-// One table per default-stream flavour: a build with per-thread default streams asks for the per-thread forms.
+// One table per default-stream flavour: a build with per-thread default streams asks for the per-thread forms. Out
+// of line, so that driver_table() inlines to the check of its guard.
 template <bool PerThread>
-const driver_calls& driver_table() noexcept {
-  static const driver_calls table = [] {
-    driver_calls t;
-    const cudaError_t earlier = cudaPeekAtLastError();
-    auto load = [](const char* name, auto& f) {
-      void* p = nullptr;
-      cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
-      const unsigned long long flags = PerThread ? cudaEnablePerThreadDefaultStream : cudaEnableDefault;
-      if (cudaGetDriverEntryPointByVersion(name, &p, 12000, flags, &found) == cudaSuccess &&
-          found == cudaDriverEntryPointSuccess)
-        f = reinterpret_cast<std::remove_reference_t<decltype(f)>>(p);
-    };
-    load("cuStreamIsCapturing", t.stream_is_capturing);
-    load("cuStreamGetId", t.stream_get_id);
-    load("cuThreadExchangeStreamCaptureMode", t.exchange_capture_mode);
-    load("cuEventRecord", t.event_record);
-    load("cuEventQuery", t.event_query);
-    if (earlier == cudaSuccess) (void)cudaGetLastError();  // a failed lookup's own error, not the caller's
-    return t;
-  }();
+[[gnu::noinline]] driver_calls load_driver_table() noexcept {
+  driver_calls t;
+  const cudaError_t earlier = cudaPeekAtLastError();
+  auto load = [](const char* name, auto& f) {
+    void* p = nullptr;
+    cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
+    const unsigned long long flags = PerThread ? cudaEnablePerThreadDefaultStream : cudaEnableDefault;
+    if (cudaGetDriverEntryPointByVersion(name, &p, 12000, flags, &found) == cudaSuccess &&
+        found == cudaDriverEntryPointSuccess)
+      f = reinterpret_cast<std::remove_reference_t<decltype(f)>>(p);
+  };
+  load("cuStreamIsCapturing", t.stream_is_capturing);
+  load("cuStreamGetId", t.stream_get_id);
+  load("cuThreadExchangeStreamCaptureMode", t.exchange_capture_mode);
+  load("cuEventRecord", t.event_record);
+  load("cuEventQuery", t.event_query);
+  if (earlier == cudaSuccess) (void)cudaGetLastError();  // a failed lookup's own error, not the caller's
+  return t;
+}
+template <bool PerThread>
+[[gnu::always_inline]] inline const driver_calls& driver_table() noexcept {
+  static const driver_calls table = load_driver_table<PerThread>();
   return table;
 }
 inline const driver_calls& driver() noexcept {
@@ -403,11 +406,11 @@ class error {
   static constexpr std::size_t max_message = 255;  ///< The longest message kept; a longer one ends in "...".
   static constexpr std::size_t max_name = 47;      ///< The longest api() and call() kept (they are copied).
   /// An error CUDA reported from `cuda_call`, inside the library function `api` (may be null).
-  error(cudaError_t status, const char* api, const char* cuda_call) noexcept
+  [[gnu::cold]] error(cudaError_t status, const char* api, const char* cuda_call) noexcept
       : error(error_domain::cuda, static_cast<int>(status), api, cuda_call, cudaGetErrorName(status),
               cudaGetErrorString(status)) {}
   /// Misuse caught by the library function `api` (null reads "cudamem"), described printf-style.
-  [[gnu::format(printf, 4, 5)]] error(errc code, const char* api, const char* fmt, ...) noexcept
+  [[gnu::format(printf, 4, 5), gnu::cold]] error(errc code, const char* api, const char* fmt, ...) noexcept
       : domain_(error_domain::library), code_(code), native_(static_cast<int>(code)) {
     if (api == nullptr) api = "cudamem";
     start(api, api);
@@ -418,8 +421,8 @@ class error {
   }
   /// An error another library (NCCL: `native_code` an ncclResult_t) reported from `call`, in the library function
   /// `api` (may be null), with its `name` and `description` (may be null): "api: call: name: description".
-  error(error_domain domain, int native_code, const char* api, const char* call, const char* name,
-        const char* description) noexcept
+  [[gnu::cold]] error(error_domain domain, int native_code, const char* api, const char* call, const char* name,
+                      const char* description) noexcept
       : domain_(domain),
         code_(domain == error_domain::cuda   ? errc::cuda
               : domain == error_domain::nccl ? errc::nccl
@@ -922,12 +925,16 @@ inline void report_release_failure(const error& failure) noexcept {
 }
 
 namespace detail {
+// check()'s failure, out of line and cold: the success path of every wrapped call stays a few instructions long.
+[[gnu::cold, gnu::noinline]] inline status failed(cudaError_t code, const char* api, const char* cuda_call) noexcept {
+  if (!error::is_sticky_status(code)) (void)cudaGetLastError();
+  return error(code, api, cuda_call);
+}
 // A CUDA status as a status; a non-sticky error is also cleared from CUDA's last-error slot.
 inline status check(cudaError_t code, const char* api, const char* cuda_call) noexcept {
   if (code == cudaSuccess) [[likely]]
     return {};
-  if (!error::is_sticky_status(code)) (void)cudaGetLastError();
-  return error(code, api, cuda_call);
+  return failed(code, api, cuda_call);
 }
 // For destructors: a failed release goes to the handler; nothing once the CUDA runtime has unloaded.
 inline void check_release(cudaError_t code, const char* cuda_call) noexcept {
@@ -945,9 +952,10 @@ inline void check_release(cudaError_t code, const char* cuda_call) noexcept {
 }  // namespace cudamem
 
 /// `CUDAMEM_TRY(copy(a, b));` evaluates its argument once; an error in it is returned from the caller.
-#define CUDAMEM_TRY(...)                                                                                    \
-  do {                                                                                                      \
-    if (auto cudamem_try_status_ = (__VA_ARGS__); !cudamem_try_status_) return cudamem_try_status_.error(); \
+#define CUDAMEM_TRY(...)                                                             \
+  do {                                                                               \
+    if (auto cudamem_try_status_ = (__VA_ARGS__); !cudamem_try_status_) [[unlikely]] \
+      return cudamem_try_status_.error();                                            \
   } while (0)
 
 #include <cstddef>
@@ -2068,7 +2076,9 @@ class buffer {
   }
   buffer(const buffer&) = delete;
   buffer& operator=(const buffer&) = delete;
-  ~buffer() { free(); }  ///< Frees the memory through its resource, with its device current, on its stream.
+  ~buffer() {  ///< Frees the memory through its resource, with its device current, on its stream.
+    if (data_ != nullptr) free();
+  }
 
   /// A view of the whole buffer, valid while the buffer lives; not of a temporary buffer.
   [[nodiscard]] span<T, Kind> view() & noexcept { return {data(), size_}; }
@@ -3408,16 +3418,21 @@ struct size_class {
   std::size_t bytes;
 };
 inline constexpr std::size_t size_classes = 217;  ///< indices 0 to 216: up to 2^62 bytes
-/// The class of a request of `bytes` (> 0). Errors: size_overflow above 2^62 bytes, which no device has.
-inline result<size_class> class_of(std::size_t bytes, const char* api) noexcept {
+inline constexpr std::size_t max_class_bytes = std::size_t{1} << 62;  ///< the largest request with a class
+/// The class of a request of `bytes`, in (0, max_class_bytes].
+inline constexpr size_class class_of_checked(std::size_t bytes) noexcept {
   if (bytes <= 256) return size_class{0, 256};
-  if (bytes > (std::size_t{1} << 62))
-    return error(errc::size_overflow, api, "%zu bytes is larger than any device's memory", bytes);
   const int log2_ceiling = std::bit_width(bytes - 1);  // 2^(log2_ceiling - 1) < bytes <= 2^log2_ceiling
   const int step_log2 = log2_ceiling - 3;  // a step is a quarter of 2^(log2_ceiling - 1): a shift, not a division
   const std::size_t base = std::size_t{1} << (log2_ceiling - 1), step = std::size_t{1} << step_log2;
   const std::size_t steps = (bytes - base + step - 1) >> step_log2;  // 1 to 4
   return size_class{static_cast<std::size_t>(log2_ceiling - 9) * 4 + steps, base + steps * step};
+}
+/// The class of a request of `bytes` (> 0). Errors: size_overflow above 2^62 bytes, which no device has.
+inline result<size_class> class_of(std::size_t bytes, const char* api) noexcept {
+  if (bytes > max_class_bytes)
+    return error(errc::size_overflow, api, "%zu bytes is larger than any device's memory", bytes);
+  return class_of_checked(bytes);
 }
 /// The bytes of size class `index` (the inverse of class_of).
 inline constexpr std::size_t size_class_bytes(std::size_t index) noexcept {
@@ -3589,71 +3604,23 @@ class caching_pool {
 
   /// A block of at least `bytes` for `s`, in its order; does not synchronize. Errors: invalid_argument (alignment,
   /// moved-from stream); not_supported (alignment > 256); size_overflow; capture_active; the upstream's.
-  [[nodiscard]] result<void*> allocate(stream_ref s, std::size_t bytes, std::size_t alignment) noexcept {
-    constexpr const char* api = "caching_pool::allocate";
-    CUDAMEM_TRY(detail::check_alignment(alignment, api));
-    if (bytes == 0) return nullptr;
-    auto cls = detail::class_of(bytes, api);
-    if (!cls) return cls.error();
-    CUDAMEM_TRY(order_.usable(s, api));
-    auto found = state_for(s, api);
-    if (!found) return found.error();
-    stream_state* st = *found;
-    if (st != &overflow_) {
-      if (void* own = take_own(*st, *cls, s)) return own;
-      if (void* other = take_other(*st, *cls)) return other;
+  [[nodiscard, gnu::always_inline]] result<void*> allocate(stream_ref s, std::size_t bytes,
+                                                          std::size_t alignment) noexcept {
+    // The common case inline: a known stream's own cache, its only CUDA call the capture query.
+    if (stream_state* st = known_state(s, bytes, alignment)) [[likely]] {
+      const detail::size_class cls = detail::class_of_checked(bytes);
+      CUDAMEM_TRY(order_.usable(s, "caching_pool::allocate"));
+      if (void* own = take_own(*st, cls, s)) return own;
+      return allocate_from(st, cls, s);
     }
-    auto from_upstream = [&, device = device_for(st, s)] {
-      return order_.on_device(device, [&] { return upstream_.allocate(s, cls->bytes, block_alignment); });
-    };
-    auto fresh = from_upstream();
-    if (!fresh &&
-        (fresh.error().cuda_status() == cudaErrorMemoryAllocation || fresh.error().code() == errc::out_of_memory)) {
-      release();
-      retries_.fetch_add(1, std::memory_order_relaxed);
-      fresh = from_upstream();
-    }
-    if (!fresh) return fresh.error();
-    reserve(cls->bytes, 1);
-    const std::lock_guard<detail::spin_lock> lock(st->lock);
-    st->in_use(cls->bytes, 1);
-    return *fresh;
+    return allocate_checked(s, bytes, alignment);
   }
   /// Caches a block for `s`, its last use's stream; does not synchronize. A default or capturing stream gives it to
   /// the upstream in its order; on a moved-from one it stays in use. Failures go to the release handler.
-  void deallocate(stream_ref s, void* p, std::size_t bytes, std::size_t) noexcept {
-    if (p == nullptr) return;
-    constexpr const char* api = "caching_pool::deallocate";
-    const detail::size_class cls = detail::class_of(bytes, api).value_or(detail::size_class{0, bytes});
-    status usable = order_.usable(s, api);
-    for (int attempt = 0; usable && attempt < 2; ++attempt) {
-      auto found = state_for(s, api);
-      if (!found) {
-        (void)(usable = found.error());
-        break;
-      }
-      stream_state* st = *found;
-      if (st == &overflow_) break;
-      status marked;
-      {
-        const std::lock_guard<detail::spin_lock> lock(st->lock);
-        if (st->retired) continue;  // retired since found: look again
-        if (!st->lists) st->lists = std::make_unique<std::vector<block>[]>(detail::size_classes);
-        st->lists[cls.index].push_back(block{p, ++st->frees});
-        st->in_use(0 - cls.bytes, std::size_t(0) - 1);
-        if (st->demanded) marked = mark(*st, s);
-      }
-      if (!marked) report_release_failure(marked.error());
-      return;
-    }
-    if (!usable) report_release_failure(usable.error());
-    if (!s.valid()) return;  // no stream to order the free on, nor a device known to wait for: it stays in use
-    {
-      const std::lock_guard<detail::spin_lock> lock(overflow_.lock);  // before `reserve`: statistics() reads
-      overflow_.in_use(0 - cls.bytes, std::size_t(0) - 1);           // in-use first, reserved second
-    }
-    order_.on_device(device_for(nullptr, s), [&] { upstream_.deallocate(s, p, cls.bytes, block_alignment); });
-    reserve(0 - cls.bytes, std::size_t(0) - 1);
+  [[gnu::always_inline]] void deallocate(stream_ref s, void* p, std::size_t bytes, std::size_t) noexcept {
+    if (stream_state* st = known_state(s, bytes, 1); st != nullptr && p != nullptr) [[likely]]
+      if (order_.usable(s, "caching_pool::deallocate") && cache(*st, p, detail::class_of_checked(bytes), s)) return;
+    deallocate_checked(s, p, bytes);
   }
 
   /// Gives back the cached blocks known to be done and asks streams to mark the rest; does not wait.
@@ -3757,6 +3724,102 @@ class caching_pool {
     return mark;
   }
 
+  // allocate with every check, for what known_state() does not vouch for.
+  [[gnu::noinline]] result<void*> allocate_checked(stream_ref s, std::size_t bytes, std::size_t alignment) noexcept {
+    constexpr const char* api = "caching_pool::allocate";
+    CUDAMEM_TRY(detail::check_alignment(alignment, api));
+    if (bytes == 0) return nullptr;
+    auto cls = detail::class_of(bytes, api);
+    if (!cls) return cls.error();
+    CUDAMEM_TRY(order_.usable(s, api));
+    auto found = state_for(s, api);
+    if (!found) return found.error();
+    if (*found != &overflow_)
+      if (void* own = take_own(**found, *cls, s)) return own;
+    return allocate_from(*found, *cls, s);
+  }
+  // Another stream's finished block, else the upstream's (on out-of-memory: the cache given back, then once more).
+  [[gnu::noinline]] result<void*> allocate_from(stream_state* st, detail::size_class cls, stream_ref s) noexcept {
+    if (st != &overflow_)
+      if (void* other = take_other(*st, cls)) return other;
+    auto from_upstream = [&, device = device_for(st, s)] {
+      return order_.on_device(device, [&] { return upstream_.allocate(s, cls.bytes, block_alignment); });
+    };
+    auto fresh = from_upstream();
+    if (!fresh &&
+        (fresh.error().cuda_status() == cudaErrorMemoryAllocation || fresh.error().code() == errc::out_of_memory)) {
+      release();
+      retries_.fetch_add(1, std::memory_order_relaxed);
+      fresh = from_upstream();
+    }
+    if (!fresh) return fresh.error();
+    reserve(cls.bytes, 1);
+    const std::lock_guard<detail::spin_lock> lock(st->lock);
+    st->in_use(cls.bytes, 1);
+    return *fresh;
+  }
+  // Caches `p` on `st` unless it has retired (false). Takes the lock.
+  [[gnu::always_inline]] bool cache(stream_state& st, void* p, detail::size_class cls, stream_ref s) noexcept {
+    {
+      const std::lock_guard<detail::spin_lock> lock(st.lock);
+      if (!st.retired && st.lists && !st.demanded) [[likely]] {
+        st.lists[cls.index].push_back(block{p, ++st.frees});
+        st.in_use(0 - cls.bytes, std::size_t(0) - 1);
+        return true;
+      }
+    }
+    return cache_marking(st, p, cls, s);
+  }
+  [[gnu::noinline]] bool cache_marking(stream_state& st, void* p, detail::size_class cls, stream_ref s) noexcept {
+    status marked;
+    {
+      const std::lock_guard<detail::spin_lock> lock(st.lock);
+      if (st.retired) return false;
+      if (!st.lists) st.lists = std::make_unique<std::vector<block>[]>(detail::size_classes);
+      st.lists[cls.index].push_back(block{p, ++st.frees});
+      st.in_use(0 - cls.bytes, std::size_t(0) - 1);
+      if (st.demanded) marked = mark(st, s);
+    }
+    if (!marked) report_release_failure(marked.error());
+    return true;
+  }
+  // deallocate with every check: a state found anew each time its stream's state retires under it.
+  [[gnu::noinline]] void deallocate_checked(stream_ref s, void* p, std::size_t bytes) noexcept {
+    if (p == nullptr) return;
+    constexpr const char* api = "caching_pool::deallocate";
+    const detail::size_class cls = detail::class_of(bytes, api).value_or(detail::size_class{0, bytes});
+    status usable = order_.usable(s, api);
+    for (int attempt = 0; usable && attempt < 2; ++attempt) {
+      auto found = state_for(s, api);
+      if (!found) {
+        (void)(usable = found.error());
+        break;
+      }
+      if (*found == &overflow_) break;
+      if (cache(**found, p, cls, s)) return;
+    }
+    if (!usable) report_release_failure(usable.error());
+    if (!s.valid()) return;  // no stream to order the free on, nor a device known to wait for: it stays in use
+    {
+      const std::lock_guard<detail::spin_lock> lock(overflow_.lock);  // before `reserve`: statistics() reads
+      overflow_.in_use(0 - cls.bytes, std::size_t(0) - 1);           // in-use first, reserved second
+    }
+    order_.on_device(device_for(nullptr, s), [&] { upstream_.deallocate(s, p, cls.bytes, block_alignment); });
+    reserve(0 - cls.bytes, std::size_t(0) - 1);
+  }
+  // The state of a stream object's ref() confirmed while no stream object came or went, for a request the fast
+  // path can serve (bytes in (0, 2^62], a power-of-two alignment up to 256); else null. No lock, no CUDA call.
+  stream_state* known_state(stream_ref s, std::size_t bytes, std::size_t alignment) const noexcept {
+    if (!detail::from_owner(s) || bytes - 1 >= detail::max_class_bytes || (alignment & (alignment - 1)) != 0 ||
+        alignment - 1 >= block_alignment)
+      return nullptr;
+    stream_state* st = find(s.get());
+    return st != nullptr && st->confirmed.load(std::memory_order_relaxed) ==
+                                detail::disowned_count().load(std::memory_order_acquire)
+               ? st
+               : nullptr;
+  }
+
   // The live state for a handle: no lock, no CUDA call.
   stream_state* find(cudaStream_t handle) const noexcept {
     const std::size_t used = used_.load(std::memory_order_acquire);
@@ -3768,15 +3831,11 @@ class caching_pool {
   }
   // The state of `s`, checked against handle reuse: cudaStreamGetId must match, except for a stream object's ref()
   // confirmed while no stream object was created, destroyed or released (detail::disowned_count()).
-  // The confirmed case is inline; the rest out of line, so the hot path keeps a small frame.
   result<stream_state*> state_for(stream_ref s, const char* api) noexcept {
-    stream_state* st = detail::from_owner(s) ? find(s.get()) : nullptr;
-    const std::uint64_t disowned = detail::disowned_count().load(std::memory_order_acquire);
-    if (st != nullptr && st->confirmed.load(std::memory_order_relaxed) == disowned) [[likely]]
-      return st;
+    if (stream_state* st = known_state(s, 1, 1)) return st;
     return confirm_state(s, api);
   }
-  [[gnu::noinline]] result<stream_state*> confirm_state(stream_ref s, const char* api) noexcept {
+  result<stream_state*> confirm_state(stream_ref s, const char* api) noexcept {
     if (detail::is_default_stream(s.get())) return &overflow_;
     stream_state* st = find(s.get());
     const std::uint64_t disowned = detail::disowned_count().load(std::memory_order_acquire);
@@ -3828,21 +3887,33 @@ class caching_pool {
     return fresh;
   }
 
-  // The newest block of class `cls` freed on `st`'s own stream.
-  void* take_own(stream_state& st, detail::size_class cls, stream_ref s) noexcept {
+  // The newest block of class `cls` freed on `st`'s own stream. Takes the lock.
+  [[gnu::always_inline]] void* take_own(stream_state& st, detail::size_class cls, stream_ref s) noexcept {
+    {
+      const std::lock_guard<detail::spin_lock> lock(st.lock);
+      if (!st.demanded) [[likely]]
+        return pop_own(st, cls);
+    }
+    return take_own_marking(st, cls, s);
+  }
+  [[gnu::noinline]] void* take_own_marking(stream_state& st, detail::size_class cls, stream_ref s) noexcept {
     status marked;
     void* address = nullptr;
     {
       const std::lock_guard<detail::spin_lock> lock(st.lock);
       if (st.demanded) marked = mark(st, s);
-      if (st.lists && !st.lists[cls.index].empty()) {
-        address = st.lists[cls.index].back().address;
-        st.lists[cls.index].pop_back();
-        st.in_use(cls.bytes, 1);
-        ++st.reused;
-      }
+      address = pop_own(st, cls);
     }
     if (!marked) report_release_failure(marked.error());
+    return address;
+  }
+  // Under st.lock.
+  static void* pop_own(stream_state& st, detail::size_class cls) noexcept {
+    if (!st.lists || st.lists[cls.index].empty()) return nullptr;
+    void* address = st.lists[cls.index].back().address;
+    st.lists[cls.index].pop_back();
+    st.in_use(cls.bytes, 1);
+    ++st.reused;
     return address;
   }
   // The oldest finished block of class `cls` of another stream on `me`'s device; asks for a mark where none covers.

@@ -25,28 +25,31 @@ struct driver_calls {
   CUresult (*event_query)(CUevent) = nullptr;
 };
 
-// One table per default-stream flavour: a build with per-thread default streams asks for the per-thread forms.
+// One table per default-stream flavour: a build with per-thread default streams asks for the per-thread forms. Out
+// of line, so that driver_table() inlines to the check of its guard.
 template <bool PerThread>
-const driver_calls& driver_table() noexcept {
-  static const driver_calls table = [] {
-    driver_calls t;
-    const cudaError_t earlier = cudaPeekAtLastError();
-    auto load = [](const char* name, auto& f) {
-      void* p = nullptr;
-      cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
-      const unsigned long long flags = PerThread ? cudaEnablePerThreadDefaultStream : cudaEnableDefault;
-      if (cudaGetDriverEntryPointByVersion(name, &p, 12000, flags, &found) == cudaSuccess &&
-          found == cudaDriverEntryPointSuccess)
-        f = reinterpret_cast<std::remove_reference_t<decltype(f)>>(p);
-    };
-    load("cuStreamIsCapturing", t.stream_is_capturing);
-    load("cuStreamGetId", t.stream_get_id);
-    load("cuThreadExchangeStreamCaptureMode", t.exchange_capture_mode);
-    load("cuEventRecord", t.event_record);
-    load("cuEventQuery", t.event_query);
-    if (earlier == cudaSuccess) (void)cudaGetLastError();  // a failed lookup's own error, not the caller's
-    return t;
-  }();
+[[gnu::noinline]] driver_calls load_driver_table() noexcept {
+  driver_calls t;
+  const cudaError_t earlier = cudaPeekAtLastError();
+  auto load = [](const char* name, auto& f) {
+    void* p = nullptr;
+    cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
+    const unsigned long long flags = PerThread ? cudaEnablePerThreadDefaultStream : cudaEnableDefault;
+    if (cudaGetDriverEntryPointByVersion(name, &p, 12000, flags, &found) == cudaSuccess &&
+        found == cudaDriverEntryPointSuccess)
+      f = reinterpret_cast<std::remove_reference_t<decltype(f)>>(p);
+  };
+  load("cuStreamIsCapturing", t.stream_is_capturing);
+  load("cuStreamGetId", t.stream_get_id);
+  load("cuThreadExchangeStreamCaptureMode", t.exchange_capture_mode);
+  load("cuEventRecord", t.event_record);
+  load("cuEventQuery", t.event_query);
+  if (earlier == cudaSuccess) (void)cudaGetLastError();  // a failed lookup's own error, not the caller's
+  return t;
+}
+template <bool PerThread>
+[[gnu::always_inline]] inline const driver_calls& driver_table() noexcept {
+  static const driver_calls table = load_driver_table<PerThread>();
   return table;
 }
 inline const driver_calls& driver() noexcept {

@@ -21,16 +21,21 @@ struct size_class {
   std::size_t bytes;
 };
 inline constexpr std::size_t size_classes = 217;  ///< indices 0 to 216: up to 2^62 bytes
-/// The class of a request of `bytes` (> 0). Errors: size_overflow above 2^62 bytes, which no device has.
-inline result<size_class> class_of(std::size_t bytes, const char* api) noexcept {
+inline constexpr std::size_t max_class_bytes = std::size_t{1} << 62;  ///< the largest request with a class
+/// The class of a request of `bytes`, in (0, max_class_bytes].
+inline constexpr size_class class_of_checked(std::size_t bytes) noexcept {
   if (bytes <= 256) return size_class{0, 256};
-  if (bytes > (std::size_t{1} << 62))
-    return error(errc::size_overflow, api, "%zu bytes is larger than any device's memory", bytes);
   const int log2_ceiling = std::bit_width(bytes - 1);  // 2^(log2_ceiling - 1) < bytes <= 2^log2_ceiling
   const int step_log2 = log2_ceiling - 3;  // a step is a quarter of 2^(log2_ceiling - 1): a shift, not a division
   const std::size_t base = std::size_t{1} << (log2_ceiling - 1), step = std::size_t{1} << step_log2;
   const std::size_t steps = (bytes - base + step - 1) >> step_log2;  // 1 to 4
   return size_class{static_cast<std::size_t>(log2_ceiling - 9) * 4 + steps, base + steps * step};
+}
+/// The class of a request of `bytes` (> 0). Errors: size_overflow above 2^62 bytes, which no device has.
+inline result<size_class> class_of(std::size_t bytes, const char* api) noexcept {
+  if (bytes > max_class_bytes)
+    return error(errc::size_overflow, api, "%zu bytes is larger than any device's memory", bytes);
+  return class_of_checked(bytes);
 }
 /// The bytes of size class `index` (the inverse of class_of).
 inline constexpr std::size_t size_class_bytes(std::size_t index) noexcept {
