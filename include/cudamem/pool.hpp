@@ -82,7 +82,7 @@ class caching_pool {
   /// A block of at least `bytes` for `s`, in its order; does not synchronize. Errors: invalid_argument (alignment,
   /// moved-from stream); not_supported (alignment > 256); size_overflow; capture_active; the upstream's.
   [[nodiscard, gnu::always_inline]] result<void*> allocate(stream_ref s, std::size_t bytes,
-                                                          std::size_t alignment) noexcept {
+                                                           std::size_t alignment) noexcept {
     // The common case inline: a known stream's own cache, its only CUDA call the capture query.
     if (stream_state* st = known_state(s, bytes, alignment)) [[likely]] {
       const detail::size_class cls = detail::class_of_checked(bytes);
@@ -444,7 +444,8 @@ class caching_pool {
       reserve(0 - b.second, std::size_t(0) - 1);
     }
   }
-  // For release(), under mutex_: waits for every cached block's free, by its event or else its device.
+  // For release(), under mutex_: waits for every cached block's free, by its event (recorded now on a live stream
+  // object where none covers it) or else its device, which would disturb a capture elsewhere on it.
   void wait_for_cached() noexcept {
     std::vector<std::tuple<stream_state*, std::uint64_t, bool, marker>> waits;  // frees covered, by device?, event
     std::vector<int> devices, synced;
@@ -452,6 +453,10 @@ class caching_pool {
       stream_state& st = *held;
       const std::lock_guard<detail::spin_lock> st_lock(st.lock);
       const std::uint64_t cached = newest(st);
+      if (cached > st.recorded && !st.retired && order_.mark_live(st.event, st.device, st.handle, st.id)) {
+        st.demanded = false;
+        st.recorded = st.frees;
+      }
       if (cached > st.recorded) {
         waits.emplace_back(&st, st.frees, true, st.event);
         if (std::ranges::find(devices, st.device) == devices.end()) devices.push_back(st.device);

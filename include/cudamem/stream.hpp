@@ -8,9 +8,13 @@
 #include <cudamem/detail/unique_handle.hpp>
 #include <cudamem/device.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <mutex>
+#include <utility>
+#include <vector>
 
 namespace cudamem {
 
@@ -56,15 +60,39 @@ inline status refuse_capture(cudaStream_t handle, const char* api, const char* w
 /// Counts stream objects beginning or ending ownership of a handle (create, adopt, destroy, release()). State keyed on
 /// handles (the caching pool, the allocator registry) trusts a handle it confirmed by cudaStreamGetId only while the
 /// count is unchanged: CUDA reuses a destroyed stream's handle, and one given up by release() may be destroyed unseen.
+/// `owned` lists the (handle, cudaStreamGetId) of live stream objects: ownership ends under `lock`, so work recorded
+/// under it onto a listed stream (the pool's release) never reaches a destroyed handle.
 struct CUDAMEM_DETAIL_PROCESS_WIDE streams_disowned {
   std::atomic<std::uint64_t> count{0};
+  std::mutex lock;
+  std::vector<std::pair<cudaStream_t, unsigned long long>> owned;
 };
 inline std::atomic<std::uint64_t>& disowned_count() noexcept { return process_wide<streams_disowned>().count; }
+/// Lists a stream object's handle as owned (begins = true) or takes it off; a handle CUDA gives no id is not listed.
+inline void own_stream(cudaStream_t handle, bool begins) noexcept {
+  streams_disowned& streams = process_wide<streams_disowned>();
+  {
+    const std::lock_guard<std::mutex> lock(streams.lock);
+    auto& owned = streams.owned;
+    std::erase_if(owned, [&](const auto& entry) { return entry.first == handle; });
+    unsigned long long id = 0;
+    if (const auto get_id = driver().stream_get_id; begins && get_id != nullptr && get_id(handle, &id) == CUDA_SUCCESS)
+      owned.emplace_back(handle, id);
+  }
+  streams.count.fetch_add(1, std::memory_order_acq_rel);
+}
+/// Calls `f()` while a stream object owns `handle` as stream `id`, which then cannot end; false when none does.
+template <class F>
+bool while_owned(cudaStream_t handle, unsigned long long id, F&& f) noexcept {
+  streams_disowned& streams = process_wide<streams_disowned>();
+  const std::lock_guard<std::mutex> lock(streams.lock);
+  return std::ranges::find(streams.owned, std::pair{handle, id}) != streams.owned.end() && f();
+}
 struct stream_handle {  // what a stream owns; a moved-from stream holds invalid_stream()
   using type = cudaStream_t;
   static type empty() noexcept { return invalid_stream(); }
   static void release(type handle) noexcept {
-    disowned_count().fetch_add(1, std::memory_order_acq_rel);
+    own_stream(handle, false);
     check_release(cudaStreamDestroy(handle), "cudaStreamDestroy");
   }
 };
@@ -236,7 +264,7 @@ class stream {
   [[nodiscard]] bool valid() const noexcept { return handle_.valid(); }  ///< False after a move or release().
   /// Gives up ownership: the caller destroys the returned handle. The stream is moved-from after.
   [[nodiscard]] cudaStream_t release() noexcept {
-    detail::disowned_count().fetch_add(1, std::memory_order_acq_rel);
+    if (handle_.valid()) detail::own_stream(handle_.get(), false);
     return handle_.release();
   }
   [[nodiscard]] status synchronize() const noexcept { return ref().synchronize(); }  ///< As stream_ref's: blocks.
@@ -245,7 +273,7 @@ class stream {
 
  private:
   stream(cudaStream_t handle, device_id id) noexcept : handle_(handle), device_(id) {
-    detail::disowned_count().fetch_add(1, std::memory_order_acq_rel);
+    detail::own_stream(handle, true);
   }
   detail::unique_handle<detail::stream_handle> handle_;
   device_id device_;

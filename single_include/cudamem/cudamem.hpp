@@ -1089,9 +1089,13 @@ class device_guard {
 
 }  // namespace cudamem
 
+#include <algorithm>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <mutex>
+#include <utility>
+#include <vector>
 
 namespace cudamem {
 
@@ -1137,15 +1141,39 @@ inline status refuse_capture(cudaStream_t handle, const char* api, const char* w
 /// Counts stream objects beginning or ending ownership of a handle (create, adopt, destroy, release()). State keyed on
 /// handles (the caching pool, the allocator registry) trusts a handle it confirmed by cudaStreamGetId only while the
 /// count is unchanged: CUDA reuses a destroyed stream's handle, and one given up by release() may be destroyed unseen.
+/// `owned` lists the (handle, cudaStreamGetId) of live stream objects: ownership ends under `lock`, so work recorded
+/// under it onto a listed stream (the pool's release) never reaches a destroyed handle.
 struct CUDAMEM_DETAIL_PROCESS_WIDE streams_disowned {
   std::atomic<std::uint64_t> count{0};
+  std::mutex lock;
+  std::vector<std::pair<cudaStream_t, unsigned long long>> owned;
 };
 inline std::atomic<std::uint64_t>& disowned_count() noexcept { return process_wide<streams_disowned>().count; }
+/// Lists a stream object's handle as owned (begins = true) or takes it off; a handle CUDA gives no id is not listed.
+inline void own_stream(cudaStream_t handle, bool begins) noexcept {
+  streams_disowned& streams = process_wide<streams_disowned>();
+  {
+    const std::lock_guard<std::mutex> lock(streams.lock);
+    auto& owned = streams.owned;
+    std::erase_if(owned, [&](const auto& entry) { return entry.first == handle; });
+    unsigned long long id = 0;
+    if (const auto get_id = driver().stream_get_id; begins && get_id != nullptr && get_id(handle, &id) == CUDA_SUCCESS)
+      owned.emplace_back(handle, id);
+  }
+  streams.count.fetch_add(1, std::memory_order_acq_rel);
+}
+/// Calls `f()` while a stream object owns `handle` as stream `id`, which then cannot end; false when none does.
+template <class F>
+bool while_owned(cudaStream_t handle, unsigned long long id, F&& f) noexcept {
+  streams_disowned& streams = process_wide<streams_disowned>();
+  const std::lock_guard<std::mutex> lock(streams.lock);
+  return std::ranges::find(streams.owned, std::pair{handle, id}) != streams.owned.end() && f();
+}
 struct stream_handle {  // what a stream owns; a moved-from stream holds invalid_stream()
   using type = cudaStream_t;
   static type empty() noexcept { return invalid_stream(); }
   static void release(type handle) noexcept {
-    disowned_count().fetch_add(1, std::memory_order_acq_rel);
+    own_stream(handle, false);
     check_release(cudaStreamDestroy(handle), "cudaStreamDestroy");
   }
 };
@@ -1317,7 +1345,7 @@ class stream {
   [[nodiscard]] bool valid() const noexcept { return handle_.valid(); }  ///< False after a move or release().
   /// Gives up ownership: the caller destroys the returned handle. The stream is moved-from after.
   [[nodiscard]] cudaStream_t release() noexcept {
-    detail::disowned_count().fetch_add(1, std::memory_order_acq_rel);
+    if (handle_.valid()) detail::own_stream(handle_.get(), false);
     return handle_.release();
   }
   [[nodiscard]] status synchronize() const noexcept { return ref().synchronize(); }  ///< As stream_ref's: blocks.
@@ -1326,7 +1354,7 @@ class stream {
 
  private:
   stream(cudaStream_t handle, device_id id) noexcept : handle_(handle), device_(id) {
-    detail::disowned_count().fetch_add(1, std::memory_order_acq_rel);
+    detail::own_stream(handle, true);
   }
   detail::unique_handle<detail::stream_handle> handle_;
   device_id device_;
@@ -3493,6 +3521,17 @@ struct cuda_stream_order {
     }
     return check(record_event(m, s.get()), api, "cudaEventRecord");
   }
+  /// As mark(), on stream `id` at `handle`, if a stream object owns it (it cannot end meanwhile) and it is not
+  /// capturing (the record would join the capture); false if not, or if CUDA refused (the release handler hears).
+  bool mark_live(marker& m, int device, cudaStream_t handle, std::uint64_t id) const noexcept {
+    return while_owned(handle, id, [&] {
+      CUstreamCaptureStatus capture{};
+      if (!driver_capture_status(handle, capture) || capture != CU_STREAM_CAPTURE_STATUS_NONE) return false;
+      const status marked = mark(m, device, stream_ref::from_native_handle(handle, device_id(device)));
+      if (!marked) report_release_failure(marked.error());
+      return marked.has_value();
+    });
+  }
   /// Whether the last record of `m` is done; an error counts as not done (the block stays where it is).
   bool passed(marker m) const noexcept {
     return query_result(query_event(m), "caching_pool", "cudaEventQuery").value_or(false);
@@ -3605,7 +3644,7 @@ class caching_pool {
   /// A block of at least `bytes` for `s`, in its order; does not synchronize. Errors: invalid_argument (alignment,
   /// moved-from stream); not_supported (alignment > 256); size_overflow; capture_active; the upstream's.
   [[nodiscard, gnu::always_inline]] result<void*> allocate(stream_ref s, std::size_t bytes,
-                                                          std::size_t alignment) noexcept {
+                                                           std::size_t alignment) noexcept {
     // The common case inline: a known stream's own cache, its only CUDA call the capture query.
     if (stream_state* st = known_state(s, bytes, alignment)) [[likely]] {
       const detail::size_class cls = detail::class_of_checked(bytes);
@@ -3967,7 +4006,8 @@ class caching_pool {
       reserve(0 - b.second, std::size_t(0) - 1);
     }
   }
-  // For release(), under mutex_: waits for every cached block's free, by its event or else its device.
+  // For release(), under mutex_: waits for every cached block's free, by its event (recorded now on a live stream
+  // object where none covers it) or else its device, which would disturb a capture elsewhere on it.
   void wait_for_cached() noexcept {
     std::vector<std::tuple<stream_state*, std::uint64_t, bool, marker>> waits;  // frees covered, by device?, event
     std::vector<int> devices, synced;
@@ -3975,6 +4015,10 @@ class caching_pool {
       stream_state& st = *held;
       const std::lock_guard<detail::spin_lock> st_lock(st.lock);
       const std::uint64_t cached = newest(st);
+      if (cached > st.recorded && !st.retired && order_.mark_live(st.event, st.device, st.handle, st.id)) {
+        st.demanded = false;
+        st.recorded = st.frees;
+      }
       if (cached > st.recorded) {
         waits.emplace_back(&st, st.frees, true, st.event);
         if (std::ranges::find(devices, st.device) == devices.end()) devices.push_back(st.device);

@@ -303,10 +303,11 @@ TEST_CASE("stream-ordered allocation through a registered allocator is captured 
   CHECK(cudaGetLastError() == cudaSuccess);
 }
 
-// trim() makes no device-wide synchronize: it queries events and frees in stream order, in relaxed capture mode, which
-// CUDA accepts during a capture elsewhere on the device. release() waits for the device where no event covers a
-// block; CUDA refuses that during a capture and invalidates it, so it waits here until the capture has ended.
-TEST_CASE("trimming a caching pool leaves a capture in progress intact", "[pool][graph]") {
+// trim() and release() make no device-wide synchronize for blocks of live stream objects: trim() queries events,
+// release() records one on such a stream and waits for it, and both free in stream order, in relaxed capture mode,
+// all of which CUDA accepts during a capture elsewhere on the device. Synchronizing the device would be refused and
+// would invalidate the capture; it stays the wait for blocks of raw handles, whose streams may be gone.
+TEST_CASE("trimming and releasing a caching pool leave a capture in progress intact", "[pool][graph]") {
   auto worker = take(stream::create());
   auto capturing = take(stream::create());
   auto target = take(device_buffer<int>::allocate(1000));
@@ -323,7 +324,9 @@ TEST_CASE("trimming a caching pool leaves a capture in progress intact", "[pool]
 
   REQUIRE(cudaStreamBeginCapture(capturing.get(), cudaStreamCaptureModeGlobal) == cudaSuccess);
   const status filled = fill(target, 5, capturing);
-  pool.trim();
+  pool.trim();     // queries events only
+  pool.release();  // records an event on the worker, a live stream object, and waits for it: not the device
+  const std::size_t reserved_after_release = pool.statistics().blocks_reserved;
   cudaStreamCaptureStatus during = cudaStreamCaptureStatusNone;
   const cudaError_t queried = cudaStreamIsCapturing(capturing.get(), &during);
   cudaGraph_t graph = nullptr;
@@ -338,8 +341,7 @@ TEST_CASE("trimming a caching pool leaves a capture in progress intact", "[pool]
   REQUIRE(cudaGraphLaunch(exec, capturing.get()) == cudaSuccess);
   REQUIRE_OK(capturing.synchronize());
   CHECK(test::read_back(target.view()) == std::vector<int>(1000, 5));
-  pool.release();  // after the capture
-  CHECK(pool.statistics().blocks_reserved == 0);
+  CHECK(reserved_after_release == 0);  // the worker's blocks went back during the capture
   CHECK(cudaGraphExecDestroy(exec) == cudaSuccess);
   CHECK(cudaGraphDestroy(graph) == cudaSuccess);
   CHECK(cudaGetLastError() == cudaSuccess);

@@ -58,6 +58,7 @@ struct fake_world {
   std::map<std::uint64_t, bool> pending;  // id -> its last mark is not done
   std::set<std::uint64_t> busy;
   std::set<std::uint64_t> capturing;
+  std::set<std::uint64_t> owned;  // streams a live stream object owns
   int marks = 0, waits = 0, device_waits = 0, destroyed = 0;
   std::atomic<int> id_queries{0};
   std::mutex mutex;
@@ -92,6 +93,13 @@ struct fake_order {
     world->pending[m] = world->busy.count(m) != 0;
     ++world->marks;
     return {};
+  }
+  bool mark_live(marker& m, int device, cudaStream_t handle, std::uint64_t id) const noexcept {
+    {
+      const std::lock_guard<std::mutex> lock(world->mutex);
+      if (!world->owned.count(id) || world->capturing.count(id)) return false;
+    }
+    return mark(m, device, stream_ref::from_native_handle(handle, device_id(0))).has_value();
   }
   bool passed(marker m) const noexcept {
     const std::lock_guard<std::mutex> lock(world->mutex);
@@ -305,6 +313,36 @@ TEST_CASE_METHOD(pool_fixture, "trim gives back only finished blocks; release wa
   pool.deallocate(b, qb, 1024, 8);
   pool.release();
   CHECK(upstream.live.empty());
+}
+
+TEST_CASE_METHOD(pool_fixture, "release waits for a live stream object's blocks by an event, others by the device",
+                 "[pool]") {
+  const stream_ref owned = world.stream(0x1000, 71), raw = world.stream(0x2000, 72);
+  world.owned.insert(71);
+  world.busy.insert(71);
+  void* p = *pool.allocate(owned, 256, 8);
+  pool.deallocate(owned, p, 256, 8);
+  pool.release();  // no mark covered the block: release records one on the live stream and waits for it
+  CHECK(world.marks == 1);
+  CHECK(world.waits == 1);
+  CHECK(world.device_waits == 0);
+  CHECK(upstream.live.empty());
+
+  void* q = *pool.allocate(raw, 256, 8);  // a raw handle's stream may be gone: the device
+  pool.deallocate(raw, q, 256, 8);
+  pool.release();
+  CHECK(world.marks == 1);
+  CHECK(world.device_waits == 1);
+
+  void* r = *pool.allocate(owned, 256, 8);  // a capturing stream would take the record into its graph: the device
+  pool.deallocate(owned, r, 256, 8);
+  world.capturing.insert(71);
+  pool.release();
+  world.capturing.erase(71);
+  CHECK(world.marks == 1);
+  CHECK(world.device_waits == 2);
+  CHECK(upstream.live.empty());
+  CHECK(pool.statistics().bytes_reserved == 0);
 }
 
 TEST_CASE("out of memory: the pool gives back its cache and retries once", "[pool]") {

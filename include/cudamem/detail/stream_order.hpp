@@ -96,6 +96,17 @@ struct cuda_stream_order {
     }
     return check(record_event(m, s.get()), api, "cudaEventRecord");
   }
+  /// As mark(), on stream `id` at `handle`, if a stream object owns it (it cannot end meanwhile) and it is not
+  /// capturing (the record would join the capture); false if not, or if CUDA refused (the release handler hears).
+  bool mark_live(marker& m, int device, cudaStream_t handle, std::uint64_t id) const noexcept {
+    return while_owned(handle, id, [&] {
+      CUstreamCaptureStatus capture{};
+      if (!driver_capture_status(handle, capture) || capture != CU_STREAM_CAPTURE_STATUS_NONE) return false;
+      const status marked = mark(m, device, stream_ref::from_native_handle(handle, device_id(device)));
+      if (!marked) report_release_failure(marked.error());
+      return marked.has_value();
+    });
+  }
   /// Whether the last record of `m` is done; an error counts as not done (the block stays where it is).
   bool passed(marker m) const noexcept {
     return query_result(query_event(m), "caching_pool", "cudaEventQuery").value_or(false);
