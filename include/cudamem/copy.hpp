@@ -1,8 +1,7 @@
 // SPDX-License-Identifier: MIT
 /// \file
-/// Copies and fills of views and buffers: copy, CuPy's copy_from_device, copy_from_host and copy_to_host (one side's
-/// kind restricted), fill_bytes (memset) and, with nvcc, fill (a kernel). Compile-time rules: element types match, dst
-/// is not const; stream-ordered forms take no pageable memory and no temporary owner (it would free queued memory).
+/// Copies and fills: copy, CuPy's copy_from_device, copy_from_host, copy_to_host, fill_bytes and (nvcc) fill. Refused
+/// at compile time: element types that differ, a const dst, pageable memory or a temporary owner when stream-ordered.
 #pragma once
 
 #include <cudamem/buffer.hpp>
@@ -22,11 +21,9 @@ template <class T, class K>
 constexpr operand operand_of(span<T, K> view) noexcept {
   return {view.data().get(), view.size(), 1, 0, view.device(), kind_id_of<K>};
 }
-
 /// An owner passed as an rvalue: it goes away at the end of the full expression.
 template <class V>
 concept temporary_owner = !std::is_lvalue_reference_v<V> && requires { requires std::remove_cvref_t<V>::owns_memory; };
-
 template <class... Operands>
 constexpr void check_stream_ordered() {
   static_assert((stream_orderable<typename std::remove_cvref_t<Operands>::kind> && ...),
@@ -38,7 +35,6 @@ constexpr void check_stream_ordered() {
                 "memory at the end of the statement while the operation is still queued; keep it in a variable "
                 "until the stream is done with it");
 }
-
 template <class Dst, class Src>
 constexpr void check_copy_types() {
   using T = typename Dst::element_type;
@@ -47,7 +43,6 @@ constexpr void check_copy_types() {
                 "(to copy raw bytes, view both sides with cudamem::as_bytes / as_writable_bytes)");
   static_assert(!std::is_const_v<T>, "cudamem::copy: dst is a view of const elements");
 }
-
 /// A checked copy between two operands, synchronous (`s` null) or ordered on `*s`.
 inline status copy_operands(const operand& dst, const operand& src, std::size_t elem_size, cudaMemcpyKind direction,
                             const stream_ref* s, const char* api) noexcept {
@@ -55,14 +50,12 @@ inline status copy_operands(const operand& dst, const operand& src, std::size_t 
   CUDAMEM_TRY(plan_copy(p, dst, src, elem_size, direction, api));
   return s != nullptr ? run_async(p, *s, api) : run_sync(p, api);
 }
-
 template <class DstView, class SrcView>
 status copy_views(DstView dst, SrcView src, const stream_ref* s, const char* api) noexcept {
   check_copy_types<DstView, SrcView>();
   return copy_operands(operand_of(dst), operand_of(src), sizeof(typename DstView::element_type),
                        copy_direction<typename DstView::kind, typename SrcView::kind>, s, api);
 }
-
 // Which copies a named form takes: `copy` any; CuPy's names restrict one side's kind.
 enum class copy_rule { any, from_device, from_host, to_host };
 inline constexpr const char* copy_rule_name[] = {"copy", "copy_from_device", "copy_from_host", "copy_to_host"};
@@ -72,7 +65,6 @@ concept copy_allowed =
     viewable<std::remove_cvref_t<Dst>> && viewable<std::remove_cvref_t<Src>> &&
     (Rule == copy_rule::any || (Rule == copy_rule::from_device && S::device_accessible && !std::is_same_v<S, pinned>) ||
      (Rule == copy_rule::from_host && S::host_accessible) || (Rule == copy_rule::to_host && D::host_accessible));
-
 // Function objects, so that argument-dependent lookup never brings in std::copy or std::fill (std::byte spans would).
 template <copy_rule Rule>
 struct copy_fn {
@@ -88,7 +80,6 @@ struct copy_fn {
     return copy_views(dst.view(), src.view(), &s, copy_rule_name[static_cast<int>(Rule)]);
   }
 };
-
 struct fill_bytes_fn {
   template <class Dst>
     requires viewable<std::remove_cvref_t<Dst>>
@@ -117,15 +108,11 @@ struct fill_bytes_fn {
 /// would join is refused first. copy(dst, src, stream): ordered on `stream`, can be captured. Errors (docs/copies.md):
 /// extents_mismatch, invalid_argument, overlap, size_overflow, out_of_range, capture_active (synchronous), CUDA errors.
 inline constexpr detail::copy_fn<detail::copy_rule::any> copy{};
-/// copy, for a device or managed `src` (CuPy: copy_from_device, copy_from_device_async).
-inline constexpr detail::copy_fn<detail::copy_rule::from_device> copy_from_device{};
-/// copy, for a host-side `src`: host, pinned or managed (CuPy: copy_from_host, copy_from_host_async).
-inline constexpr detail::copy_fn<detail::copy_rule::from_host> copy_from_host{};
-/// copy, for a host-side `dst`: host, pinned or managed (CuPy: copy_to_host, copy_to_host_async).
-inline constexpr detail::copy_fn<detail::copy_rule::to_host> copy_to_host{};
+inline constexpr detail::copy_fn<detail::copy_rule::from_device> copy_from_device{};  ///< copy; src device or managed.
+inline constexpr detail::copy_fn<detail::copy_rule::from_host> copy_from_host{};  ///< copy; src host-accessible.
+inline constexpr detail::copy_fn<detail::copy_rule::to_host> copy_to_host{};  ///< copy; dst host-accessible.
 
-/// fill_bytes(dst, value [, stream]): sets every byte of `dst` to `value`, synchronous or ordered on `stream` as copy
-/// is (CuPy: memset, memset_async).
+/// fill_bytes(dst, value [, stream]): sets each byte of `dst` to `value`, synchronous or ordered as copy is (memset).
 inline constexpr detail::fill_bytes_fn fill_bytes{};
 
 #if defined(__CUDACC__)
@@ -180,9 +167,8 @@ struct fill_fn {
 };
 }  // namespace detail
 
-/// fill(dst, value, stream), nvcc only: sets every element of `dst` to `value` (no narrowing) with a kernel on the
-/// stream's device; does not synchronize; can be captured. Errors: invalid_argument (another device's memory, unless a
-/// peer_access guard is held), CUDA errors.
+/// fill(dst, value, stream), nvcc only: a kernel on the stream's device sets each element of `dst` to `value` (no
+/// narrowing); asynchronous, capturable. Errors: invalid_argument (another device's memory, no peer_access), CUDA's.
 inline constexpr detail::fill_fn fill{};
 #endif
 

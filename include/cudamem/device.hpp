@@ -1,7 +1,6 @@
 // SPDX-License-Identifier: MIT
 /// \file
-/// Devices: ids (`device_id`), the current device, an RAII guard (`device_guard`), and the few cached properties the
-/// library needs (`max_pitch`, `compute_capability`).
+/// Devices: `device_id`, the current device, the RAII `device_guard`, and cached `max_pitch` and `compute_capability`.
 #pragma once
 
 #include <cudamem/detail/unique_handle.hpp>
@@ -54,8 +53,7 @@ struct device_restore {  // what a device_guard owns: the ordinal to make curren
   static int empty() noexcept { return cudaInvalidDeviceId; }
   static void release(int ordinal) noexcept { check_release(cudaSetDevice(ordinal), "cudaSetDevice"); }
 };
-/// One int per device ordinal and `Tag`, read once and kept for the life of the process: every value, 0 included;
-/// not errors, nor ordinals outside [0, max_devices). Thread-safe: racing threads may each read, and store the same.
+/// One int per `Tag` and ordinal in [0, max_devices), read once (errors are not kept); racing threads store the same.
 template <class Tag>
 struct per_device_cache {
   static constexpr int max_devices = 64;
@@ -120,12 +118,10 @@ class device_guard {
   detail::unique_handle<detail::device_restore> restore_;
 };
 
-/// The largest pitch in bytes a 2D copy may use on `id` (cudaDevAttrMaxPitch; the driver does not enforce it),
-/// cached per device. Errors: out_of_range (`id` names no device); CUDA errors.
+/// The largest pitch a 2D copy may use on `id` (cudaDevAttrMaxPitch, unenforced), cached. Errors: out_of_range, CUDA.
 [[nodiscard]] inline result<std::size_t> max_pitch(device_id id) noexcept {
   auto value = detail::cached_attribute<cudaDevAttrMaxPitch>(id, "max_pitch");
-  if (!value) return value.error();
-  return static_cast<std::size_t>(static_cast<unsigned>(*value));
+  return value ? result<std::size_t>(static_cast<unsigned>(*value)) : value.error();
 }
 
 /// The compute capability of `id` as major * 10 + minor (90 on Hopper), cached per device. Errors: as max_pitch.

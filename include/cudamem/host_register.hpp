@@ -1,7 +1,6 @@
 // SPDX-License-Identifier: MIT
 /// \file
-/// RAII page-locking of existing pageable host memory (cudaHostRegister): `host_register(host_span<T>)` returns a
-/// move-only `host_registration<T>`, a pinned view of the range while it lives.
+/// RAII page-locking of pageable host memory: `host_register(host_span<T>)` gives a move-only `host_registration<T>`.
 #pragma once
 
 #include <cudamem/detail/unique_handle.hpp>
@@ -19,8 +18,7 @@ struct host_registration_handle {  // what a host_registration owns: the registe
   static void* empty() noexcept { return nullptr; }
   static void release(void* address) noexcept { check_release(cudaHostUnregister(address), "cudaHostUnregister"); }
 };
-/// Succeeds when devices [0, `devices`) can all use the host address of registered memory (`can_use(ordinal)`: its
-/// cudaDevAttrCanUseHostPointerForRegisteredMem, a result<int>). Errors: not_supported (the first); `can_use`'s.
+/// Succeeds when devices [0, `devices`) can use registered memory's host address (`can_use(ordinal)`, a result<int>).
 template <class CanUse>
 status check_host_pointer_usable(int devices, CanUse&& can_use, const char* api) noexcept {
   for (int ordinal = 0; ordinal < devices; ++ordinal) {

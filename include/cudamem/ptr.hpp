@@ -11,8 +11,7 @@
 
 namespace cudamem {
 
-// The accessors of ptr and span (classes with a `Kind` parameter): __device__, __host__ or both, as the kind allows;
-// g++ builds are host code only, where a use of device memory hits a static_assert.
+// Accessors of classes with a `Kind` (ptr, span): __device__, __host__ or both as it allows; g++: host code only.
 #if defined(__CUDACC__)
 #define CUDAMEM_DETAIL_ACCESSORS(Ret, Params, Body)                    \
   template <class K_ = Kind>                                           \
@@ -33,8 +32,8 @@ namespace cudamem {
   }
 #endif
 
-/// A typed address of kind Kind on device `device()` (host and pinned: device_id::host()), passed to kernels by value.
-/// Dereferencing compiles only where the memory may be touched: device memory in device code, host in host code.
+/// A typed address of kind Kind on `device()` (host() for host and pinned), passed to kernels by value; dereferencing
+/// compiles only where the memory may be touched: device memory in device code, host memory in host code.
 template <class T, memory_kind Kind>
 class ptr {
   static constexpr bool on_host = std::is_same_v<Kind, host> || std::is_same_v<Kind, pinned>;  // host and pinned

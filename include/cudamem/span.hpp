@@ -20,8 +20,7 @@ concept viewable = requires(const V& v) {
   { v.view() };
 };
 
-/// A non-owning view of `size()` elements of kind Kind, passed to kernels by value. Slicing is checked on the host
-/// (subspan, first, last: a result), unchecked in kernels (subspan_unchecked). Element access as ptr allows.
+/// A non-owning view of `size()` elements of kind Kind, passed to kernels by value; element access as ptr allows.
 template <class T, memory_kind Kind>
 class span {
  public:
@@ -83,17 +82,15 @@ class span {
     return slice(offset, size_ - offset, "span::subspan");
   }
   /// The first `count` elements. Errors: out_of_range when count > size().
-  [[nodiscard]] result<span> first(std::size_t count) const noexcept {
-    if (count > size_) return error(errc::out_of_range, "span::first", "%zu elements from a span of %zu", count, size_);
-    return slice(0, count, "span::first");
-  }
+  [[nodiscard]] result<span> first(std::size_t count) const noexcept { return edge(count, false, "span::first"); }
   /// The last `count` elements. Errors: out_of_range when count > size().
-  [[nodiscard]] result<span> last(std::size_t count) const noexcept {
-    if (count > size_) return error(errc::out_of_range, "span::last", "%zu elements from a span of %zu", count, size_);
-    return slice(size_ - count, count, "span::last");
-  }
+  [[nodiscard]] result<span> last(std::size_t count) const noexcept { return edge(count, true, "span::last"); }
 
  private:
+  result<span> edge(std::size_t count, bool last, const char* api) const noexcept {  // first() or last()
+    if (count > size_) return error(errc::out_of_range, api, "%zu elements from a span of %zu", count, size_);
+    return slice(last ? size_ - count : 0, count, api);
+  }
   // A null view stays null (copies still refuse it); an offset a pointer cannot step is refused, not wrapped.
   result<span> slice(std::size_t offset, std::size_t count, const char* api) const noexcept {
     if (!detail::steppable(offset, sizeof(T)))
@@ -113,10 +110,9 @@ using host_span = span<T, host>;  ///< A view of pageable host memory.
 template <class T>
 using managed_span = span<T, managed>;  ///< A view of managed memory.
 
-/// Deduces `span<T, host>` from a host container.
+/// Deduces `span<T, host>` from a host container or array.
 template <class Range>
 span(Range&) -> span<std::remove_reference_t<decltype(*std::declval<Range&>().data())>, host>;
-/// Deduces `span<T, host>` from a host array.
 template <class T, std::size_t N>
 span(T (&)[N]) -> span<T, host>;
 

@@ -1,7 +1,6 @@
 // SPDX-License-Identifier: MIT
 /// \file
-/// Streams and events on a device: owning, move-only `stream` and `event` (an lvalue converts to its ref), and
-/// non-owning, trivially copyable `stream_ref` and `event_ref`.
+/// Streams and events: owning, move-only `stream` and `event`, and non-owning, copyable `stream_ref` and `event_ref`.
 #pragma once
 
 #include <cudamem/detail/driver.hpp>
@@ -32,16 +31,13 @@ inline bool is_default_stream(cudaStream_t handle) noexcept {
 inline error handle_moved_from(const char* api, const char* what) noexcept {
   return error(errc::invalid_argument, api, "the %s was moved from", what);
 }
-/// cudaStreamQuery / cudaEventQuery as true (done), false (not yet) or an error. Not-ready leaves CUDA's last-error
-/// slot alone: it may hold the caller's error (a failed kernel launch).
+/// A query's code as done (true), not yet (false) or an error; not-ready keeps CUDA's last error (maybe the caller's).
 inline result<bool> query_result(cudaError_t code, const char* api, const char* cuda_call) noexcept {
   if (code == cudaErrorNotReady) return false;
   if (auto s = check(code, api, cuda_call); !s) return s.error();
   return true;
 }
-
-/// Fails with capture_active, saying `why`, when work on `handle` would join a graph capture: it captures, or is the
-/// legacy stream while a blocking stream of the current device does (cudaStreamIsCapturing disturbs no capture).
+/// capture_active (saying `why`) when work on `handle` joins a capture: its own, or a blocking stream's if legacy.
 inline status refuse_capture(cudaStream_t handle, const char* api, const char* why) noexcept {
   cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
   if (CUstreamCaptureStatus st{}; driver_capture_status(handle, st)) {
@@ -57,11 +53,8 @@ inline status refuse_capture(cudaStream_t handle, const char* api, const char* w
   return {};
 }
 
-/// Counts stream objects beginning or ending ownership of a handle (create, adopt, destroy, release()). State keyed on
-/// handles (the caching pool, the allocator registry) trusts a handle it confirmed by cudaStreamGetId only while the
-/// count is unchanged: CUDA reuses a destroyed stream's handle, and one given up by release() may be destroyed unseen.
-/// `owned` lists the (handle, cudaStreamGetId) of live stream objects: ownership ends under `lock`, so work recorded
-/// under it onto a listed stream (the pool's release) never reaches a destroyed handle.
+/// Counts stream objects taking or giving up handles: CUDA reuses them, so handle-keyed state rechecks on a change.
+/// `owned` lists live stream objects' (handle, cudaStreamGetId), taken off under `lock` before a handle is given up.
 struct CUDAMEM_DETAIL_PROCESS_WIDE streams_disowned {
   std::atomic<std::uint64_t> count{0};
   std::mutex lock;
@@ -104,8 +97,7 @@ struct event_handle {  // what an event owns; a moved-from event holds null
 bool from_owner(stream_ref s) noexcept;
 }  // namespace detail
 
-/// A non-owning reference to a CUDA stream and, where known, its device (where stream-ordered allocation and typed
-/// fills run; CUDA cannot name a capturing stream's device without invalidating the capture).
+/// A non-owning reference to a CUDA stream and, where known, its device (CUDA cannot name a capturing stream's).
 class stream_ref {
  public:
   stream_ref() noexcept = default;      ///< The legacy default stream of the current device, as legacy().
@@ -137,8 +129,7 @@ class stream_ref {
     CUDAMEM_TRY(usable_outside_capture("stream::synchronize"));
     return detail::check(cudaStreamSynchronize(handle_), "stream::synchronize", "cudaStreamSynchronize");
   }
-  /// Whether all queued work has finished (cudaStreamQuery); does not block. Not-ready is false, never an error,
-  /// and leaves CUDA's last-error slot as it was. Errors: as synchronize().
+  /// Whether all queued work is done; does not block; not-ready keeps CUDA's last error. Errors: as synchronize().
   [[nodiscard]] result<bool> ready() const noexcept {
     CUDAMEM_TRY(usable_outside_capture("stream::ready"));
     return detail::query_result(cudaStreamQuery(handle_), "stream::ready", "cudaStreamQuery");
@@ -208,8 +199,7 @@ class event_ref {
     if (!valid()) return detail::handle_moved_from("event::ready", "event");
     return detail::query_result(cudaEventQuery(handle_), "event::ready", "cudaEventQuery");
   }
-  /// Equal when the handles are.
-  friend bool operator==(event_ref a, event_ref b) noexcept { return a.handle_ == b.handle_; }
+  friend bool operator==(event_ref a, event_ref b) noexcept { return a.handle_ == b.handle_; }  ///< Same handle.
 
  private:
   friend class event;
@@ -229,8 +219,7 @@ struct stream_options {
   int priority = 0;  ///< Lower numbers are higher priority; CUDA clamps it to the device's range.
 };
 
-/// An owning CUDA stream on a device; move-only. Destroying it (cudaStreamDestroy) does not wait: queued work still
-/// runs. A failed destroy goes to the release handler. Every operation on a moved-from stream is invalid_argument.
+/// An owning CUDA stream on a device; move-only. Destroying it does not wait; failures go to the release handler.
 class stream {
  public:
   /// Creates a stream on `id` (cudaStreamCreateWithPriority); the current device stays. Errors: out_of_range; CUDA's.
@@ -285,8 +274,7 @@ struct event_options {
   bool blocking_sync = false;  ///< Block the thread in synchronize() (cudaEventBlockingSync) instead of spinning.
 };
 
-/// An owning CUDA event on a device, as stream is (cudaEventDestroy). It records streams of its own device only;
-/// streams of any device can wait for it.
+/// An owning CUDA event on a device, as stream is (cudaEventDestroy); it records its own device's streams, any wait.
 class event {
  public:
   /// Creates an event on `id` (cudaEventCreateWithFlags); the current device stays. Errors: out_of_range; CUDA's.

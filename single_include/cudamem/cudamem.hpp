@@ -47,10 +47,8 @@
 /// does not inherit its registration (during a capture, where CUDA gives no id, the handle decides). Default streams
 /// cannot be registered. One registry per process, also across shared libraries.
 
-// cudamem: process-wide state (the release handler, registries), one per process even when several shared libraries
-// include cudamem with -fvisibility=hidden, where a function-local static would be one per library. process_wide has
-// default visibility, so the dynamic linker binds every library to one definition; the state type needs
-// CUDAMEM_DETAIL_PROCESS_WIDE too, as a template instantiated with a hidden type is hidden. Internal.
+// cudamem: process-wide state (release handler, registries), one per process even across shared libraries built with
+// -fvisibility=hidden: process_wide and state types (CUDAMEM_DETAIL_PROCESS_WIDE) have default visibility. Internal.
 
 #include <new>
 #include <type_traits>
@@ -62,8 +60,7 @@
 #endif
 
 namespace cudamem::detail {
-/// The one `State` of the process, value-initialized on first use (thread-safe) and never destroyed (static
-/// objects of any library may use it during exit); its layout must agree between the libraries that share it.
+/// The one `State` of the process: made on first use (thread-safe), never destroyed, of one layout in every library.
 template <class State>
 CUDAMEM_DETAIL_PROCESS_WIDE State& process_wide() noexcept {
   static_assert(std::is_nothrow_default_constructible_v<State>, "process-wide state must be nothrow-constructible");
@@ -78,10 +75,8 @@ CUDAMEM_DETAIL_PROCESS_WIDE State& process_wide() noexcept {
 
 namespace cudamem::detail {
 
-/// Owns one handle and releases it exactly once. An owning type (stream, event, device_guard, ...) holds one and
-/// declares no moves or destructor: the generated ones move it, and copying does not compile. `Traits` gives `type`
-/// (copyable, comparable with ==), `static type empty() noexcept` (owns nothing; not always null, as null is a valid
-/// stream) and `static void release(type) noexcept` (called once per owned handle, never with empty()).
+/// Owns one handle and releases it once; an owning type holds one and declares no moves, copies or destructor.
+/// `Traits` gives `type`, `empty()` (owns nothing; not always null: null is a stream) and `release(type)`, noexcept.
 template <class Traits>
 class unique_handle {
  public:
@@ -116,11 +111,9 @@ class unique_handle {
 
 // cudamem: keeping the library's own calls out of the user's stream captures. Internal.
 
-// cudamem: the driver's forms of the stream and event queries made on hot paths (on an H200 host the runtime's
-// cudaStreamIsCapturing and cudaStreamGetId cost about 60 ns each, the driver's about 15 ns), loaded with
-// cudaGetDriverEntryPointByVersion so that nothing links libcuda. Each wrapper answers through the driver when it can,
-// else makes the runtime call, whose error the library reports. The current device stays the runtime's business (it
-// can differ from the driver's current context). Internal.
+// cudamem: hot-path stream and event queries through the driver (about 15 ns on an H200 host; the runtime's about 60),
+// loaded at run time so that nothing links libcuda. A wrapper makes the runtime call, for its error, when the driver
+// does not answer. The current device stays the runtime's business (not the driver's current context). Internal.
 
 // cudamem: configuration shared by every header. Internal: include a public header instead.
 
@@ -137,8 +130,7 @@ class unique_handle {
 #else
 #define CUDAMEM_HD
 #endif
-// CUDAMEM_ASSERT(condition, message), for what is too hot to return a result (views' operator[], unchecked
-// slicing): in debug builds a failure prints, then aborts (host) or traps (device); under NDEBUG it evaluates nothing.
+// CUDAMEM_ASSERT(condition, message), for hot paths: a debug failure prints, then aborts or traps; NDEBUG: nothing.
 #if defined(NDEBUG)
 #define CUDAMEM_ASSERT(condition, message) ((void)0)
 #else
@@ -204,13 +196,11 @@ template <bool PerThread>
   static const driver_calls table = load_driver_table<PerThread>();
   return table;
 }
-inline const driver_calls& driver() noexcept {
 #if defined(CUDA_API_PER_THREAD_DEFAULT_STREAM)
-  return driver_table<true>();
+inline const driver_calls& driver() noexcept { return driver_table<true>(); }
 #else
-  return driver_table<false>();
+inline const driver_calls& driver() noexcept { return driver_table<false>(); }
 #endif
-}
 
 /// Whether the driver answered cuStreamIsCapturing for `s` (into `status`); false: ask the runtime, for its error.
 inline bool driver_capture_status(cudaStream_t s, CUstreamCaptureStatus& status) noexcept {
@@ -256,9 +246,8 @@ inline cudaError_t query_event(cudaEvent_t e) noexcept {
 
 namespace cudamem::detail {
 
-/// Switches the calling thread to relaxed stream-capture mode while it lives, then back. A global or thread-local
-/// capture makes CUDA refuse "unsafe" calls (cudaMalloc, a synchronize) from other code, invalidating the capture; the
-/// library's synchronous operations and allocations belong to no capture, so they run relaxed, as PyTorch's do.
+/// Relaxed stream-capture mode for the calling thread while it lives: the library's synchronous calls belong to no
+/// capture, and a global or thread-local one would refuse them as unsafe, invalidating itself (PyTorch does the same).
 class relaxed_capture_scope {
  public:
   relaxed_capture_scope() noexcept { (void)exchange_capture_mode(&mode_); }
@@ -335,12 +324,10 @@ inline constexpr kind_id kind_id_of = std::is_same_v<K, host>     ? kind_id::hos
 }  // namespace detail
 }  // namespace cudamem
 /// \file
-/// Streams and events on a device: owning, move-only `stream` and `event` (an lvalue converts to its ref), and
-/// non-owning, trivially copyable `stream_ref` and `event_ref`.
+/// Streams and events: owning, move-only `stream` and `event`, and non-owning, copyable `stream_ref` and `event_ref`.
 
 /// \file
-/// Devices: ids (`device_id`), the current device, an RAII guard (`device_guard`), and the few cached properties the
-/// library needs (`max_pitch`, `compute_capability`).
+/// Devices: `device_id`, the current device, the RAII `device_guard`, and cached `max_pitch` and `compute_capability`.
 
 /// \file
 /// Errors and results: every fallible call returns `result<T>` (a subset of std::expected<T, error>) or `status`
@@ -1005,8 +992,7 @@ struct device_restore {  // what a device_guard owns: the ordinal to make curren
   static int empty() noexcept { return cudaInvalidDeviceId; }
   static void release(int ordinal) noexcept { check_release(cudaSetDevice(ordinal), "cudaSetDevice"); }
 };
-/// One int per device ordinal and `Tag`, read once and kept for the life of the process: every value, 0 included;
-/// not errors, nor ordinals outside [0, max_devices). Thread-safe: racing threads may each read, and store the same.
+/// One int per `Tag` and ordinal in [0, max_devices), read once (errors are not kept); racing threads store the same.
 template <class Tag>
 struct per_device_cache {
   static constexpr int max_devices = 64;
@@ -1071,12 +1057,10 @@ class device_guard {
   detail::unique_handle<detail::device_restore> restore_;
 };
 
-/// The largest pitch in bytes a 2D copy may use on `id` (cudaDevAttrMaxPitch; the driver does not enforce it),
-/// cached per device. Errors: out_of_range (`id` names no device); CUDA errors.
+/// The largest pitch a 2D copy may use on `id` (cudaDevAttrMaxPitch, unenforced), cached. Errors: out_of_range, CUDA.
 [[nodiscard]] inline result<std::size_t> max_pitch(device_id id) noexcept {
   auto value = detail::cached_attribute<cudaDevAttrMaxPitch>(id, "max_pitch");
-  if (!value) return value.error();
-  return static_cast<std::size_t>(static_cast<unsigned>(*value));
+  return value ? result<std::size_t>(static_cast<unsigned>(*value)) : value.error();
 }
 
 /// The compute capability of `id` as major * 10 + minor (90 on Hopper), cached per device. Errors: as max_pitch.
@@ -1113,16 +1097,13 @@ inline bool is_default_stream(cudaStream_t handle) noexcept {
 inline error handle_moved_from(const char* api, const char* what) noexcept {
   return error(errc::invalid_argument, api, "the %s was moved from", what);
 }
-/// cudaStreamQuery / cudaEventQuery as true (done), false (not yet) or an error. Not-ready leaves CUDA's last-error
-/// slot alone: it may hold the caller's error (a failed kernel launch).
+/// A query's code as done (true), not yet (false) or an error; not-ready keeps CUDA's last error (maybe the caller's).
 inline result<bool> query_result(cudaError_t code, const char* api, const char* cuda_call) noexcept {
   if (code == cudaErrorNotReady) return false;
   if (auto s = check(code, api, cuda_call); !s) return s.error();
   return true;
 }
-
-/// Fails with capture_active, saying `why`, when work on `handle` would join a graph capture: it captures, or is the
-/// legacy stream while a blocking stream of the current device does (cudaStreamIsCapturing disturbs no capture).
+/// capture_active (saying `why`) when work on `handle` joins a capture: its own, or a blocking stream's if legacy.
 inline status refuse_capture(cudaStream_t handle, const char* api, const char* why) noexcept {
   cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
   if (CUstreamCaptureStatus st{}; driver_capture_status(handle, st)) {
@@ -1138,11 +1119,8 @@ inline status refuse_capture(cudaStream_t handle, const char* api, const char* w
   return {};
 }
 
-/// Counts stream objects beginning or ending ownership of a handle (create, adopt, destroy, release()). State keyed on
-/// handles (the caching pool, the allocator registry) trusts a handle it confirmed by cudaStreamGetId only while the
-/// count is unchanged: CUDA reuses a destroyed stream's handle, and one given up by release() may be destroyed unseen.
-/// `owned` lists the (handle, cudaStreamGetId) of live stream objects: ownership ends under `lock`, so work recorded
-/// under it onto a listed stream (the pool's release) never reaches a destroyed handle.
+/// Counts stream objects taking or giving up handles: CUDA reuses them, so handle-keyed state rechecks on a change.
+/// `owned` lists live stream objects' (handle, cudaStreamGetId), taken off under `lock` before a handle is given up.
 struct CUDAMEM_DETAIL_PROCESS_WIDE streams_disowned {
   std::atomic<std::uint64_t> count{0};
   std::mutex lock;
@@ -1185,8 +1163,7 @@ struct event_handle {  // what an event owns; a moved-from event holds null
 bool from_owner(stream_ref s) noexcept;
 }  // namespace detail
 
-/// A non-owning reference to a CUDA stream and, where known, its device (where stream-ordered allocation and typed
-/// fills run; CUDA cannot name a capturing stream's device without invalidating the capture).
+/// A non-owning reference to a CUDA stream and, where known, its device (CUDA cannot name a capturing stream's).
 class stream_ref {
  public:
   stream_ref() noexcept = default;      ///< The legacy default stream of the current device, as legacy().
@@ -1218,8 +1195,7 @@ class stream_ref {
     CUDAMEM_TRY(usable_outside_capture("stream::synchronize"));
     return detail::check(cudaStreamSynchronize(handle_), "stream::synchronize", "cudaStreamSynchronize");
   }
-  /// Whether all queued work has finished (cudaStreamQuery); does not block. Not-ready is false, never an error,
-  /// and leaves CUDA's last-error slot as it was. Errors: as synchronize().
+  /// Whether all queued work is done; does not block; not-ready keeps CUDA's last error. Errors: as synchronize().
   [[nodiscard]] result<bool> ready() const noexcept {
     CUDAMEM_TRY(usable_outside_capture("stream::ready"));
     return detail::query_result(cudaStreamQuery(handle_), "stream::ready", "cudaStreamQuery");
@@ -1289,8 +1265,7 @@ class event_ref {
     if (!valid()) return detail::handle_moved_from("event::ready", "event");
     return detail::query_result(cudaEventQuery(handle_), "event::ready", "cudaEventQuery");
   }
-  /// Equal when the handles are.
-  friend bool operator==(event_ref a, event_ref b) noexcept { return a.handle_ == b.handle_; }
+  friend bool operator==(event_ref a, event_ref b) noexcept { return a.handle_ == b.handle_; }  ///< Same handle.
 
  private:
   friend class event;
@@ -1310,8 +1285,7 @@ struct stream_options {
   int priority = 0;  ///< Lower numbers are higher priority; CUDA clamps it to the device's range.
 };
 
-/// An owning CUDA stream on a device; move-only. Destroying it (cudaStreamDestroy) does not wait: queued work still
-/// runs. A failed destroy goes to the release handler. Every operation on a moved-from stream is invalid_argument.
+/// An owning CUDA stream on a device; move-only. Destroying it does not wait; failures go to the release handler.
 class stream {
  public:
   /// Creates a stream on `id` (cudaStreamCreateWithPriority); the current device stays. Errors: out_of_range; CUDA's.
@@ -1366,8 +1340,7 @@ struct event_options {
   bool blocking_sync = false;  ///< Block the thread in synchronize() (cudaEventBlockingSync) instead of spinning.
 };
 
-/// An owning CUDA event on a device, as stream is (cudaEventDestroy). It records streams of its own device only;
-/// streams of any device can wait for it.
+/// An owning CUDA event on a device, as stream is (cudaEventDestroy); it records its own device's streams, any wait.
 class event {
  public:
   /// Creates an event on `id` (cudaEventCreateWithFlags); the current device stays. Errors: out_of_range; CUDA's.
@@ -1804,8 +1777,7 @@ constexpr bool steppable(std::size_t count, std::size_t elem_size) noexcept {
 
 namespace cudamem {
 
-// The accessors of ptr and span (classes with a `Kind` parameter): __device__, __host__ or both, as the kind allows;
-// g++ builds are host code only, where a use of device memory hits a static_assert.
+// Accessors of classes with a `Kind` (ptr, span): __device__, __host__ or both as it allows; g++: host code only.
 #if defined(__CUDACC__)
 #define CUDAMEM_DETAIL_ACCESSORS(Ret, Params, Body)                    \
   template <class K_ = Kind>                                           \
@@ -1826,8 +1798,8 @@ namespace cudamem {
   }
 #endif
 
-/// A typed address of kind Kind on device `device()` (host and pinned: device_id::host()), passed to kernels by value.
-/// Dereferencing compiles only where the memory may be touched: device memory in device code, host in host code.
+/// A typed address of kind Kind on `device()` (host() for host and pinned), passed to kernels by value; dereferencing
+/// compiles only where the memory may be touched: device memory in device code, host memory in host code.
 template <class T, memory_kind Kind>
 class ptr {
   static constexpr bool on_host = std::is_same_v<Kind, host> || std::is_same_v<Kind, pinned>;  // host and pinned
@@ -1907,8 +1879,7 @@ concept viewable = requires(const V& v) {
   { v.view() };
 };
 
-/// A non-owning view of `size()` elements of kind Kind, passed to kernels by value. Slicing is checked on the host
-/// (subspan, first, last: a result), unchecked in kernels (subspan_unchecked). Element access as ptr allows.
+/// A non-owning view of `size()` elements of kind Kind, passed to kernels by value; element access as ptr allows.
 template <class T, memory_kind Kind>
 class span {
  public:
@@ -1970,17 +1941,15 @@ class span {
     return slice(offset, size_ - offset, "span::subspan");
   }
   /// The first `count` elements. Errors: out_of_range when count > size().
-  [[nodiscard]] result<span> first(std::size_t count) const noexcept {
-    if (count > size_) return error(errc::out_of_range, "span::first", "%zu elements from a span of %zu", count, size_);
-    return slice(0, count, "span::first");
-  }
+  [[nodiscard]] result<span> first(std::size_t count) const noexcept { return edge(count, false, "span::first"); }
   /// The last `count` elements. Errors: out_of_range when count > size().
-  [[nodiscard]] result<span> last(std::size_t count) const noexcept {
-    if (count > size_) return error(errc::out_of_range, "span::last", "%zu elements from a span of %zu", count, size_);
-    return slice(size_ - count, count, "span::last");
-  }
+  [[nodiscard]] result<span> last(std::size_t count) const noexcept { return edge(count, true, "span::last"); }
 
  private:
+  result<span> edge(std::size_t count, bool last, const char* api) const noexcept {  // first() or last()
+    if (count > size_) return error(errc::out_of_range, api, "%zu elements from a span of %zu", count, size_);
+    return slice(last ? size_ - count : 0, count, api);
+  }
   // A null view stays null (copies still refuse it); an offset a pointer cannot step is refused, not wrapped.
   result<span> slice(std::size_t offset, std::size_t count, const char* api) const noexcept {
     if (!detail::steppable(offset, sizeof(T)))
@@ -2000,10 +1969,9 @@ using host_span = span<T, host>;  ///< A view of pageable host memory.
 template <class T>
 using managed_span = span<T, managed>;  ///< A view of managed memory.
 
-/// Deduces `span<T, host>` from a host container.
+/// Deduces `span<T, host>` from a host container or array.
 template <class Range>
 span(Range&) -> span<std::remove_reference_t<decltype(*std::declval<Range&>().data())>, host>;
-/// Deduces `span<T, host>` from a host array.
 template <class T, std::size_t N>
 span(T (&)[N]) -> span<T, host>;
 
@@ -2212,9 +2180,8 @@ using managed_buffer = buffer<T, managed>;  ///< Owning managed memory.
 
 }  // namespace cudamem
 /// \file
-/// Copies and fills of views and buffers: copy, CuPy's copy_from_device, copy_from_host and copy_to_host (one side's
-/// kind restricted), fill_bytes (memset) and, with nvcc, fill (a kernel). Compile-time rules: element types match, dst
-/// is not const; stream-ordered forms take no pageable memory and no temporary owner (it would free queued memory).
+/// Copies and fills: copy, CuPy's copy_from_device, copy_from_host, copy_to_host, fill_bytes and (nvcc) fill. Refused
+/// at compile time: element types that differ, a const dst, pageable memory or a temporary owner when stream-ordered.
 
 // cudamem: the 2D device-to-device copy kernel (nvcc only). cudaMemcpy2DAsync moves pitched rows on one device well
 // under 1D copy speed; the widest aligned accesses, several loads in flight per thread and a grid filling the chip
@@ -2652,11 +2619,9 @@ template <class T, class K>
 constexpr operand operand_of(span<T, K> view) noexcept {
   return {view.data().get(), view.size(), 1, 0, view.device(), kind_id_of<K>};
 }
-
 /// An owner passed as an rvalue: it goes away at the end of the full expression.
 template <class V>
 concept temporary_owner = !std::is_lvalue_reference_v<V> && requires { requires std::remove_cvref_t<V>::owns_memory; };
-
 template <class... Operands>
 constexpr void check_stream_ordered() {
   static_assert((stream_orderable<typename std::remove_cvref_t<Operands>::kind> && ...),
@@ -2668,7 +2633,6 @@ constexpr void check_stream_ordered() {
                 "memory at the end of the statement while the operation is still queued; keep it in a variable "
                 "until the stream is done with it");
 }
-
 template <class Dst, class Src>
 constexpr void check_copy_types() {
   using T = typename Dst::element_type;
@@ -2677,7 +2641,6 @@ constexpr void check_copy_types() {
                 "(to copy raw bytes, view both sides with cudamem::as_bytes / as_writable_bytes)");
   static_assert(!std::is_const_v<T>, "cudamem::copy: dst is a view of const elements");
 }
-
 /// A checked copy between two operands, synchronous (`s` null) or ordered on `*s`.
 inline status copy_operands(const operand& dst, const operand& src, std::size_t elem_size, cudaMemcpyKind direction,
                             const stream_ref* s, const char* api) noexcept {
@@ -2685,14 +2648,12 @@ inline status copy_operands(const operand& dst, const operand& src, std::size_t 
   CUDAMEM_TRY(plan_copy(p, dst, src, elem_size, direction, api));
   return s != nullptr ? run_async(p, *s, api) : run_sync(p, api);
 }
-
 template <class DstView, class SrcView>
 status copy_views(DstView dst, SrcView src, const stream_ref* s, const char* api) noexcept {
   check_copy_types<DstView, SrcView>();
   return copy_operands(operand_of(dst), operand_of(src), sizeof(typename DstView::element_type),
                        copy_direction<typename DstView::kind, typename SrcView::kind>, s, api);
 }
-
 // Which copies a named form takes: `copy` any; CuPy's names restrict one side's kind.
 enum class copy_rule { any, from_device, from_host, to_host };
 inline constexpr const char* copy_rule_name[] = {"copy", "copy_from_device", "copy_from_host", "copy_to_host"};
@@ -2702,7 +2663,6 @@ concept copy_allowed =
     viewable<std::remove_cvref_t<Dst>> && viewable<std::remove_cvref_t<Src>> &&
     (Rule == copy_rule::any || (Rule == copy_rule::from_device && S::device_accessible && !std::is_same_v<S, pinned>) ||
      (Rule == copy_rule::from_host && S::host_accessible) || (Rule == copy_rule::to_host && D::host_accessible));
-
 // Function objects, so that argument-dependent lookup never brings in std::copy or std::fill (std::byte spans would).
 template <copy_rule Rule>
 struct copy_fn {
@@ -2718,7 +2678,6 @@ struct copy_fn {
     return copy_views(dst.view(), src.view(), &s, copy_rule_name[static_cast<int>(Rule)]);
   }
 };
-
 struct fill_bytes_fn {
   template <class Dst>
     requires viewable<std::remove_cvref_t<Dst>>
@@ -2747,15 +2706,11 @@ struct fill_bytes_fn {
 /// would join is refused first. copy(dst, src, stream): ordered on `stream`, can be captured. Errors (docs/copies.md):
 /// extents_mismatch, invalid_argument, overlap, size_overflow, out_of_range, capture_active (synchronous), CUDA errors.
 inline constexpr detail::copy_fn<detail::copy_rule::any> copy{};
-/// copy, for a device or managed `src` (CuPy: copy_from_device, copy_from_device_async).
-inline constexpr detail::copy_fn<detail::copy_rule::from_device> copy_from_device{};
-/// copy, for a host-side `src`: host, pinned or managed (CuPy: copy_from_host, copy_from_host_async).
-inline constexpr detail::copy_fn<detail::copy_rule::from_host> copy_from_host{};
-/// copy, for a host-side `dst`: host, pinned or managed (CuPy: copy_to_host, copy_to_host_async).
-inline constexpr detail::copy_fn<detail::copy_rule::to_host> copy_to_host{};
+inline constexpr detail::copy_fn<detail::copy_rule::from_device> copy_from_device{};  ///< copy; src device or managed.
+inline constexpr detail::copy_fn<detail::copy_rule::from_host> copy_from_host{};  ///< copy; src host-accessible.
+inline constexpr detail::copy_fn<detail::copy_rule::to_host> copy_to_host{};  ///< copy; dst host-accessible.
 
-/// fill_bytes(dst, value [, stream]): sets every byte of `dst` to `value`, synchronous or ordered on `stream` as copy
-/// is (CuPy: memset, memset_async).
+/// fill_bytes(dst, value [, stream]): sets each byte of `dst` to `value`, synchronous or ordered as copy is (memset).
 inline constexpr detail::fill_bytes_fn fill_bytes{};
 
 #if defined(__CUDACC__)
@@ -2810,16 +2765,14 @@ struct fill_fn {
 };
 }  // namespace detail
 
-/// fill(dst, value, stream), nvcc only: sets every element of `dst` to `value` (no narrowing) with a kernel on the
-/// stream's device; does not synchronize; can be captured. Errors: invalid_argument (another device's memory, unless a
-/// peer_access guard is held), CUDA errors.
+/// fill(dst, value, stream), nvcc only: a kernel on the stream's device sets each element of `dst` to `value` (no
+/// narrowing); asynchronous, capturable. Errors: invalid_argument (another device's memory, no peer_access), CUDA's.
 inline constexpr detail::fill_fn fill{};
 #endif
 
 }  // namespace cudamem
 /// \file
-/// RAII page-locking of existing pageable host memory (cudaHostRegister): `host_register(host_span<T>)` returns a
-/// move-only `host_registration<T>`, a pinned view of the range while it lives.
+/// RAII page-locking of pageable host memory: `host_register(host_span<T>)` gives a move-only `host_registration<T>`.
 
 
 #include <cstddef>
@@ -2833,8 +2786,7 @@ struct host_registration_handle {  // what a host_registration owns: the registe
   static void* empty() noexcept { return nullptr; }
   static void release(void* address) noexcept { check_release(cudaHostUnregister(address), "cudaHostUnregister"); }
 };
-/// Succeeds when devices [0, `devices`) can all use the host address of registered memory (`can_use(ordinal)`: its
-/// cudaDevAttrCanUseHostPointerForRegisteredMem, a result<int>). Errors: not_supported (the first); `can_use`'s.
+/// Succeeds when devices [0, `devices`) can use registered memory's host address (`can_use(ordinal)`, a result<int>).
 template <class CanUse>
 status check_host_pointer_usable(int devices, CanUse&& can_use, const char* api) noexcept {
   for (int ordinal = 0; ordinal < devices; ++ordinal) {

@@ -6,9 +6,8 @@
 
 namespace cudamem::detail {
 
-/// Switches the calling thread to relaxed stream-capture mode while it lives, then back. A global or thread-local
-/// capture makes CUDA refuse "unsafe" calls (cudaMalloc, a synchronize) from other code, invalidating the capture; the
-/// library's synchronous operations and allocations belong to no capture, so they run relaxed, as PyTorch's do.
+/// Relaxed stream-capture mode for the calling thread while it lives: the library's synchronous calls belong to no
+/// capture, and a global or thread-local one would refuse them as unsafe, invalidating itself (PyTorch does the same).
 class relaxed_capture_scope {
  public:
   relaxed_capture_scope() noexcept { (void)exchange_capture_mode(&mode_); }

@@ -15,8 +15,7 @@
 #else
 #define CUDAMEM_HD
 #endif
-// CUDAMEM_ASSERT(condition, message), for what is too hot to return a result (views' operator[], unchecked
-// slicing): in debug builds a failure prints, then aborts (host) or traps (device); under NDEBUG it evaluates nothing.
+// CUDAMEM_ASSERT(condition, message), for hot paths: a debug failure prints, then aborts or traps; NDEBUG: nothing.
 #if defined(NDEBUG)
 #define CUDAMEM_ASSERT(condition, message) ((void)0)
 #else

@@ -1,9 +1,7 @@
 // SPDX-License-Identifier: MIT
-// cudamem: the driver's forms of the stream and event queries made on hot paths (on an H200 host the runtime's
-// cudaStreamIsCapturing and cudaStreamGetId cost about 60 ns each, the driver's about 15 ns), loaded with
-// cudaGetDriverEntryPointByVersion so that nothing links libcuda. Each wrapper answers through the driver when it can,
-// else makes the runtime call, whose error the library reports. The current device stays the runtime's business (it
-// can differ from the driver's current context). Internal.
+// cudamem: hot-path stream and event queries through the driver (about 15 ns on an H200 host; the runtime's about 60),
+// loaded at run time so that nothing links libcuda. A wrapper makes the runtime call, for its error, when the driver
+// does not answer. The current device stays the runtime's business (not the driver's current context). Internal.
 #pragma once
 
 #include <cudamem/detail/config.hpp>
@@ -52,13 +50,11 @@ template <bool PerThread>
   static const driver_calls table = load_driver_table<PerThread>();
   return table;
 }
-inline const driver_calls& driver() noexcept {
 #if defined(CUDA_API_PER_THREAD_DEFAULT_STREAM)
-  return driver_table<true>();
+inline const driver_calls& driver() noexcept { return driver_table<true>(); }
 #else
-  return driver_table<false>();
+inline const driver_calls& driver() noexcept { return driver_table<false>(); }
 #endif
-}
 
 /// Whether the driver answered cuStreamIsCapturing for `s` (into `status`); false: ask the runtime, for its error.
 inline bool driver_capture_status(cudaStream_t s, CUstreamCaptureStatus& status) noexcept {

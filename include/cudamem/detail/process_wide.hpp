@@ -1,8 +1,6 @@
 // SPDX-License-Identifier: MIT
-// cudamem: process-wide state (the release handler, registries), one per process even when several shared libraries
-// include cudamem with -fvisibility=hidden, where a function-local static would be one per library. process_wide has
-// default visibility, so the dynamic linker binds every library to one definition; the state type needs
-// CUDAMEM_DETAIL_PROCESS_WIDE too, as a template instantiated with a hidden type is hidden. Internal.
+// cudamem: process-wide state (release handler, registries), one per process even across shared libraries built with
+// -fvisibility=hidden: process_wide and state types (CUDAMEM_DETAIL_PROCESS_WIDE) have default visibility. Internal.
 #pragma once
 
 #include <new>
@@ -15,8 +13,7 @@
 #endif
 
 namespace cudamem::detail {
-/// The one `State` of the process, value-initialized on first use (thread-safe) and never destroyed (static
-/// objects of any library may use it during exit); its layout must agree between the libraries that share it.
+/// The one `State` of the process: made on first use (thread-safe), never destroyed, of one layout in every library.
 template <class State>
 CUDAMEM_DETAIL_PROCESS_WIDE State& process_wide() noexcept {
   static_assert(std::is_nothrow_default_constructible_v<State>, "process-wide state must be nothrow-constructible");

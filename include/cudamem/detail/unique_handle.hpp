@@ -6,10 +6,8 @@
 
 namespace cudamem::detail {
 
-/// Owns one handle and releases it exactly once. An owning type (stream, event, device_guard, ...) holds one and
-/// declares no moves or destructor: the generated ones move it, and copying does not compile. `Traits` gives `type`
-/// (copyable, comparable with ==), `static type empty() noexcept` (owns nothing; not always null, as null is a valid
-/// stream) and `static void release(type) noexcept` (called once per owned handle, never with empty()).
+/// Owns one handle and releases it once; an owning type holds one and declares no moves, copies or destructor.
+/// `Traits` gives `type`, `empty()` (owns nothing; not always null: null is a stream) and `release(type)`, noexcept.
 template <class Traits>
 class unique_handle {
  public:
