@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 // bench_copy: cudamem's copies and fills against the raw CUDA runtime calls, measured in the same
 // run on the same stream and the same memory. Prints a table (and JSON with --json FILE):
-//   host cost  time to enqueue a 4-byte stream-ordered copy or fill, ns per call (lower is better)
+//   host cost  time to enqueue a 4-byte stream-ordered copy or fill, ns per call (lower is better); a context row
+//              puts a few ns of unrelated host work after each raw call instead of cudamem's checks
 //   bandwidth  1 GiB stream-ordered copies and fills timed with events, GB/s (higher is better)
 //   pageable   synchronous copy from pageable host memory, GB/s, for context (no target)
 //   sync       synchronous copies and fills (no stream) against cudaMemcpy / cudaMemset: time per
@@ -19,6 +20,12 @@ namespace {
 
 // ---------------------------------------------------------------------------------------------
 // The measurements
+
+// Not cudamem: a few nanoseconds of unrelated host work, put between two raw enqueues in a context row to show what
+// any code between calls costs in the host-cost measurement.
+[[gnu::noinline]] void other_host_work() {
+  for (int i = 0; i < 40; ++i) asm volatile("");
+}
 
 // a. Host cost of enqueuing a 4-byte copy or fill. dst and src are one-float spans; the raw side
 // passes the same addresses and the same stream.
@@ -59,6 +66,19 @@ void host_cost_rows(std::vector<row>& rows, const options& opt, cudamem::stream_
   rows.push_back(host_cost(
       "host cost: fill 4 B", opt, s, [=] { check(cudaMemsetAsync(raw_dst, 0, bytes, raw_stream), "cudaMemsetAsync"); },
       [=] { check(cudamem::fill_bytes(dst, 0, s), "cudamem::fill_bytes"); }));
+  const auto start = wall_clock::now();
+  for (int i = 0; i < 100'000; ++i) other_host_work();
+  const double work_ns = seconds_between(start, wall_clock::now()) * 1e9 / 100'000;
+  char name[96];
+  std::snprintf(name, sizeof name, "host cost: fill 4 B, raw + %.0f ns other work", work_ns);
+  row context = host_cost(
+      name, opt, s, [=] { check(cudaMemsetAsync(raw_dst, 0, bytes, raw_stream), "cudaMemsetAsync"); },
+      [=] {
+        check(cudaMemsetAsync(raw_dst, 0, bytes, raw_stream), "cudaMemsetAsync");
+        other_host_work();
+      });
+  context.target = std::nullopt;
+  rows.push_back(std::move(context));
   check(s.synchronize(), "stream::synchronize");
 }
 
