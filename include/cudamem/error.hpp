@@ -204,8 +204,7 @@ decltype(auto) invoke(F&& f, Arg&& arg) {
 // Tags of result<T>'s private constructors: from another result; from a function's value, made in place.
 struct from_result_t {};
 struct from_invoke_t {};
-// What result<T> and status share, written once for every const and value category of a result (Self); Derived
-// is the result, reached by a cast. Every result befriends every result_base, which can so make any result<U>.
+// What result<T> and status (Derived) share, once per value category (Self); every result<U> befriends it.
 template <class Derived>
 class result_base {
   Derived& self() noexcept { return static_cast<Derived&>(*this); }
@@ -215,40 +214,29 @@ class result_base {
   }
   template <class Self>
   using value_of = typename std::remove_cvref_t<Self>::value_type;
-  template <class R, class Self>
-  static R keep_value([[maybe_unused]] Self&& self) {  // the value of `self` (success, for a status) as R
-    if constexpr (std::is_void_v<value_of<Self>>) return R();
-    else return R(std::in_place, std::forward<Self>(self).value_);
+  // and_then, and transform (`map`: f's value made in place), as they act on `self`'s value.
+  template <bool map, class Self, class F>
+  static auto then(Self&& self, F&& f) {
+    using made = std::remove_cv_t<decltype(on_value(std::forward<Self>(self), std::forward<F>(f)))>;
+    using next = std::conditional_t<map, result<made>, std::remove_cvref_t<made>>;
+    static_assert(map || is_result<next>, "result::and_then: the function must return a cudamem::result");
+    if (!self.has_value_) return next(unexpect, self.error_);
+    if constexpr (!map) return static_cast<next>(on_value(std::forward<Self>(self), std::forward<F>(f)));
+    else if constexpr (std::is_void_v<made>) return on_value(std::forward<Self>(self), std::forward<F>(f)), next();
+    else return next(from_invoke_t{}, std::forward<F>(f), std::forward<Self>(self));
   }
-  template <class Self, class F>
-  static auto and_then_(Self&& self, F&& f) {
-    using next = std::remove_cvref_t<decltype(on_value(std::forward<Self>(self), std::forward<F>(f)))>;
-    static_assert(is_result<next>, "result::and_then: the function must return a cudamem::result");
-    if (self.has_value_) return static_cast<next>(on_value(std::forward<Self>(self), std::forward<F>(f)));
-    return next(unexpect, self.error_);
-  }
-  template <class Self, class F>
-  static auto transform_(Self&& self, F&& f) {
-    using next = std::remove_cv_t<decltype(on_value(std::forward<Self>(self), std::forward<F>(f)))>;
-    if (!self.has_value_) return result<next>(unexpect, self.error_);
-    if constexpr (std::is_void_v<next>) return on_value(std::forward<Self>(self), std::forward<F>(f)), result<next>();
-    else return result<next>(from_invoke_t{}, std::forward<F>(f), std::forward<Self>(self));
-  }
-  template <class Self, class F>
-  static auto or_else_(Self&& self, F&& f) {
-    using next = std::remove_cvref_t<decltype(detail::invoke(std::forward<F>(f), std::forward<Self>(self).error_))>;
-    static_assert(is_result<next> && std::is_same_v<typename next::value_type, value_of<Self>>,
-                  "result::or_else: the function must return a result of the same type (a status for a status)");
-    if (self.has_value_) return keep_value<next>(std::forward<Self>(self));
-    return static_cast<next>(detail::invoke(std::forward<F>(f), std::forward<Self>(self).error_));
-  }
-  template <class Self, class F>
-  static Derived map_error(Self&& self, F&& f) {
-    using next = std::remove_cv_t<decltype(detail::invoke(std::forward<F>(f), std::forward<Self>(self).error_))>;
-    static_assert(std::is_same_v<next, cudamem::error>,
+  // or_else, and transform_error (`map`: f returns the new error), as they act on `self`'s error.
+  template <bool map, class Self, class F>
+  static auto otherwise(Self&& self, F&& f) {
+    using made = std::remove_cv_t<decltype(detail::invoke(std::forward<F>(f), std::forward<Self>(self).error_))>;
+    using next = std::conditional_t<map, Derived, std::remove_cvref_t<made>>;
+    static_assert(!map || std::is_same_v<made, cudamem::error>,
                   "result::transform_error: the function must return a cudamem::error (results have one error type)");
-    if (self.has_value_) return keep_value<Derived>(std::forward<Self>(self));
-    return Derived(unexpect, detail::invoke(std::forward<F>(f), std::forward<Self>(self).error_));
+    static_assert(map || (is_result<next> && std::is_same_v<typename next::value_type, value_of<Self>>),
+                  "result::or_else: the function must return a result of the same type (a status for a status)");
+    if (!self.has_value_) return next(detail::invoke(std::forward<F>(f), std::forward<Self>(self).error_));
+    if constexpr (std::is_void_v<value_of<Self>>) return next();
+    else return next(std::in_place, std::forward<Self>(self).value_);
   }
 
  protected:
@@ -283,24 +271,23 @@ class result_base {
   [[nodiscard]] cudamem::error error_or(G&& fallback) const {
     return self().has_value_ ? static_cast<cudamem::error>(std::forward<G>(fallback)) : self().error_;
   }
-  /// As std::expected's, in this result's value category (a status calls `f()`): and_then is `f(value())` (a result),
-  /// transform it in a result; or_else is `f(error())` (a result of this type), transform_error it (an error) in one.
-  auto and_then(auto&& f) & { return and_then_(self(), std::forward<decltype(f)>(f)); }
-  auto and_then(auto&& f) const& { return and_then_(self(), std::forward<decltype(f)>(f)); }
-  auto and_then(auto&& f) && { return and_then_(std::move(self()), std::forward<decltype(f)>(f)); }
-  auto and_then(auto&& f) const&& { return and_then_(std::move(self()), std::forward<decltype(f)>(f)); }
-  auto transform(auto&& f) & { return transform_(self(), std::forward<decltype(f)>(f)); }
-  auto transform(auto&& f) const& { return transform_(self(), std::forward<decltype(f)>(f)); }
-  auto transform(auto&& f) && { return transform_(std::move(self()), std::forward<decltype(f)>(f)); }
-  auto transform(auto&& f) const&& { return transform_(std::move(self()), std::forward<decltype(f)>(f)); }
-  auto or_else(auto&& f) & { return or_else_(self(), std::forward<decltype(f)>(f)); }
-  auto or_else(auto&& f) const& { return or_else_(self(), std::forward<decltype(f)>(f)); }
-  auto or_else(auto&& f) && { return or_else_(std::move(self()), std::forward<decltype(f)>(f)); }
-  auto or_else(auto&& f) const&& { return or_else_(std::move(self()), std::forward<decltype(f)>(f)); }
-  Derived transform_error(auto&& f) & { return map_error(self(), std::forward<decltype(f)>(f)); }
-  Derived transform_error(auto&& f) const& { return map_error(self(), std::forward<decltype(f)>(f)); }
-  Derived transform_error(auto&& f) && { return map_error(std::move(self()), std::forward<decltype(f)>(f)); }
-  Derived transform_error(auto&& f) const&& { return map_error(std::move(self()), std::forward<decltype(f)>(f)); }
+  /// As std::expected's, passing on this result's value category; a status's and_then and transform call `f()`.
+  auto and_then(auto&& f) & { return then<false>(self(), std::forward<decltype(f)>(f)); }
+  auto and_then(auto&& f) const& { return then<false>(self(), std::forward<decltype(f)>(f)); }
+  auto and_then(auto&& f) && { return then<false>(std::move(self()), std::forward<decltype(f)>(f)); }
+  auto and_then(auto&& f) const&& { return then<false>(std::move(self()), std::forward<decltype(f)>(f)); }
+  auto transform(auto&& f) & { return then<true>(self(), std::forward<decltype(f)>(f)); }
+  auto transform(auto&& f) const& { return then<true>(self(), std::forward<decltype(f)>(f)); }
+  auto transform(auto&& f) && { return then<true>(std::move(self()), std::forward<decltype(f)>(f)); }
+  auto transform(auto&& f) const&& { return then<true>(std::move(self()), std::forward<decltype(f)>(f)); }
+  auto or_else(auto&& f) & { return otherwise<false>(self(), std::forward<decltype(f)>(f)); }
+  auto or_else(auto&& f) const& { return otherwise<false>(self(), std::forward<decltype(f)>(f)); }
+  auto or_else(auto&& f) && { return otherwise<false>(std::move(self()), std::forward<decltype(f)>(f)); }
+  auto or_else(auto&& f) const&& { return otherwise<false>(std::move(self()), std::forward<decltype(f)>(f)); }
+  Derived transform_error(auto&& f) & { return otherwise<true>(self(), std::forward<decltype(f)>(f)); }
+  Derived transform_error(auto&& f) const& { return otherwise<true>(self(), std::forward<decltype(f)>(f)); }
+  Derived transform_error(auto&& f) && { return otherwise<true>(std::move(self()), std::forward<decltype(f)>(f)); }
+  Derived transform_error(auto&& f) const&& { return otherwise<true>(std::move(self()), std::forward<decltype(f)>(f)); }
   /// Exchanges the states of two results, where the result's member swap exists.
   friend void swap(Derived& a, Derived& b) noexcept(noexcept(a.swap(b)))
     requires requires { a.swap(b); }
@@ -411,25 +398,25 @@ class CUDAMEM_DETAIL_NODISCARD_RESULT result : public detail::result_base<result
   result& operator=(const result& other)
     requires(std::is_copy_constructible_v<T> && std::is_copy_assignable_v<T>)
   {
-    return assign(other);
+    return other.has_value_ ? assign_value(other.value_) : (*this = other.error_);
   }
   result& operator=(result&& other) noexcept(std::is_nothrow_move_assignable_v<T> &&
                                              std::is_nothrow_move_constructible_v<T>)
     requires(std::is_move_constructible_v<T> && std::is_move_assignable_v<T>)
   {
-    return assign(std::move(other));
+    return other.has_value_ ? assign_value(std::move(other.value_)) : (*this = other.error_);
   }  ///< \overload
   template <class U = std::remove_cv_t<T>>
     requires(!detail::is_any_of<U, cudamem::error> && !detail::is_result<std::remove_cvref_t<U>> &&
              std::is_constructible_v<T, U> && std::is_assignable_v<T&, U>)
   result& operator=(U&& value) {
-    if (has_value_) value_ = std::forward<U>(value);
-    else become_value(*this, std::forward<U>(value));
-    return *this;
+    return assign_value(std::forward<U>(value));
   }  ///< \overload
   result& operator=(const cudamem::error& failure) noexcept {
-    if (has_value_) become_error(failure);
-    else error_ = failure;
+    const cudamem::error held = failure;  // copied before the value is destroyed: it may live inside it
+    if (has_value_) value_.~T();
+    has_value_ = false;
+    ::new (&error_) cudamem::error(held);
     return *this;
   }  ///< \overload
   /// Destroys what this holds and makes the value T(args...); T must be made without throwing.
@@ -447,15 +434,14 @@ class CUDAMEM_DETAIL_NODISCARD_RESULT result : public detail::result_base<result
   void swap(result& other) noexcept(std::is_nothrow_move_constructible_v<T> && std::is_nothrow_swappable_v<T>)
     requires(std::is_swappable_v<T> && std::is_move_constructible_v<T>)
   {
-    if (has_value_ != other.has_value_) {
-      if (!has_value_) return other.swap(*this);
-      const cudamem::error held = other.error_;
-      become_value(other, std::move(value_));
-      return become_error(held);
+    if (has_value_ == other.has_value_) {
+      using std::swap;
+      return has_value_ ? swap(value_, other.value_) : std::swap(error_, other.error_);
     }
-    using std::swap;
-    if (has_value_) swap(value_, other.value_);
-    else std::swap(error_, other.error_);
+    if (!has_value_) return other.swap(*this);
+    const cudamem::error held = other.error_;
+    other.become_value(std::move(value_));
+    *this = held;
   }
   /// The value. On an error, prints the message and aborts, in every build (std::expected throws).
   [[nodiscard]] T& value() & noexcept { return check_value(), value_; }
@@ -502,53 +488,40 @@ class CUDAMEM_DETAIL_NODISCARD_RESULT result : public detail::result_base<result
  private:
   template <class R>
   result(detail::from_result_t, R&& other) : has_value_(other.has_value()) {
-    if (has_value_) ::new (value_address()) T(*std::forward<R>(other));
+    if (has_value_) ::new (__builtin_addressof(value_)) T(*std::forward<R>(other));
     else ::new (&error_) cudamem::error(other.error());
   }
   template <class F, class Self>
   result(detail::from_invoke_t, F&& f, Self&& self)
       : value_(result::on_value(std::forward<Self>(self), std::forward<F>(f))), has_value_(true) {}
-  T* value_address() noexcept { return __builtin_addressof(value_); }
   void check_value() const noexcept { this->check(true, true, "result::value()"); }
   void assert_value() const noexcept { this->check(true, false, "result::operator*"); }
-  template <class R>
-  result& assign(R&& other) {
-    if (has_value_ && other.has_value_) value_ = std::forward<R>(other).value_;
-    else if (has_value_) become_error(other.error_);
-    else if (other.has_value_) become_value(*this, std::forward<R>(other).value_);
-    else error_ = other.error_;
+  template <class U>
+  result& assign_value(U&& value) {
+    if (has_value_) value_ = std::forward<U>(value);
+    else become_value(std::forward<U>(value));
     return *this;
   }
   template <class... Args>
   T& remake(Args&&... args) noexcept {
     if (has_value_) value_.~T();
     has_value_ = true;
-    return *::new (value_address()) T(std::forward<Args>(args)...);
+    return *::new (__builtin_addressof(value_)) T(std::forward<Args>(args)...);
   }
-  // The standard's reinit-expected, error -> value on `target`: if making T throws, the error is put back.
+  // Error -> value, the standard's reinit-expected: if making T throws, the error is put back.
   template <class... Args>
-  static void become_value(result& target, Args&&... args) {
+  void become_value(Args&&... args) {
     if constexpr (!std::is_nothrow_constructible_v<T, Args...> && std::is_nothrow_move_constructible_v<T>)
-      return become_value(target, T(std::forward<Args>(args)...));  // may throw: made before the error is touched
-    [[maybe_unused]] const cudamem::error held = target.error_;
-#if defined(__cpp_exceptions) || defined(__EXCEPTIONS)
-    try {
-      ::new (target.value_address()) T(std::forward<Args>(args)...);
-    } catch (...) {
-      ::new (&target.error_) cudamem::error(held);
-      throw;
-    }
-#else
-    ::new (target.value_address()) T(std::forward<Args>(args)...);
-#endif
-    target.has_value_ = true;
-  }
-  // Value -> error: nothing here can throw. `failure` is copied first: it may live inside the value.
-  void become_error(const cudamem::error& failure) noexcept {
-    const cudamem::error held = failure;
-    value_.~T();
-    has_value_ = false;
-    ::new (&error_) cudamem::error(held);
+      return become_value(T(std::forward<Args>(args)...));  // may throw: made before the error is touched
+    struct restore {
+      result& target;
+      const cudamem::error held;
+      ~restore() {
+        if (!target.has_value_) ::new (&target.error_) cudamem::error(held);
+      }
+    } guard{*this, error_};
+    ::new (__builtin_addressof(value_)) T(std::forward<Args>(args)...);
+    has_value_ = true;
   }
   union {
     T value_;
