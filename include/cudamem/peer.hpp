@@ -1,14 +1,10 @@
 // SPDX-License-Identifier: MIT
 /// \file
-/// Peer access between the devices of one process: what CUDA reports about each pair, and move-only guards that let
-/// one device's kernels and copies reach another's memory (and default stream-ordered pool) while held. Guards are
-/// counted per pair process-wide: the first switches access on, the last off; access already on is borrowed.
+/// Peer access between the devices of one process: what CUDA reports about each pair, and move-only guards, counted
+/// per pair process-wide, that let one device's kernels and copies reach another's memory (and default pool).
 ///
-///     result<bool> can_access_peer(device_id accessor, device_id owner)
-///     result<peer_link> peer_link_between(device_id accessor, device_id owner)   CUDA's P2P attributes of the pair
-///     result<peer_links> peers_of(device_id accessor)                            the link to every other device
-///     class peer_access { static result<peer_access> enable(accessor, owner); accessor(), owner(), valid() }
-///     result<std::pair<peer_access, peer_access>> enable_both(device_id a, device_id b)
+///     can_access_peer(accessor, owner), peer_link_between(accessor, owner), peers_of(accessor)   CUDA's P2P facts
+///     peer_access::enable(accessor, owner), enable_both(a, b)   guards: result<peer_access>, result<pair of them>
 #pragma once
 
 #include <cudamem/detail/peer_registry.hpp>
@@ -43,8 +39,7 @@ class peer_links {
 };
 
 namespace detail {
-/// Both devices exist, differ and lie in the registry. Errors: out_of_range, invalid_argument (one device twice),
-/// not_supported (ordinal >= 64); CUDA errors.
+/// Both devices exist, differ and lie in the registry. Errors: as can_access_peer.
 inline status check_peer_pair(device_id accessor, device_id owner, const char* api) noexcept {
   auto count = device_count();
   if (!count) return count.error().with_api(api);
@@ -80,8 +75,7 @@ inline cudaError_t set_pool_access(const pool_access& where, unsigned char flags
   return cudaMemPoolSetAccess(where.pool, &desc, 1);
 }
 
-/// The registry's switch-on: peer access (borrowed if already on: the handled error is cleared), then read-write
-/// access to the owner's default pool unless it had that. All or nothing.
+/// The registry's switch-on, all or nothing: peer access (borrowed if on), then read-write access to the owner's pool.
 inline status switch_peer_on(device_id accessor, device_id owner, peer_entry& entry) noexcept {
   constexpr const char* api = "peer_access::enable";
   auto can = read_can_access(accessor, owner, api);
@@ -101,19 +95,15 @@ inline status switch_peer_on(device_id accessor, device_id owner, peer_entry& en
   status opened;
   if (pool->pool != nullptr)
     opened = check(cudaMemPoolGetAccess(&before, pool->pool, &pool->accessor), api, "cudaMemPoolGetAccess");
-  if (opened && pool->pool != nullptr && before != cudaMemAccessFlagsProtReadWrite)
+  entry.switched_pool = opened && pool->pool != nullptr && before != cudaMemAccessFlagsProtReadWrite;
+  if (entry.switched_pool)
     opened = check(set_pool_access(*pool, cudaMemAccessFlagsProtReadWrite), api, "cudaMemPoolSetAccess");
-  if (!opened) {
-    if (entry.switched_access) (void)cudaDeviceDisablePeerAccess(owner.get());
-    return opened;
-  }
-  entry.switched_pool = pool->pool != nullptr && before != cudaMemAccessFlagsProtReadWrite;
+  if (!opened && entry.switched_access) (void)cudaDeviceDisablePeerAccess(owner.get());
   entry.pool_flags_before = static_cast<unsigned char>(before);
-  return {};
+  return opened;
 }
 
-/// The registry's switch-off: undoes what switch_peer_on recorded. Access switched off behind the registry's back
-/// (cudaErrorPeerAccessNotEnabled) is no failure; other failures go to the release handler.
+/// The registry's switch-off: undoes what switch_peer_on recorded; failures (not access already off) are reported.
 inline void switch_peer_off(device_id accessor, device_id owner, const peer_entry& entry) noexcept {
   const auto report = [](const error& failure) {  // as check_release: nothing once the runtime has unloaded
     if (failure != cudaErrorCudartUnloading) report_release_failure(failure);
@@ -180,15 +170,13 @@ struct peer_guard_handle {  // what a peer_access owns: one count of a pair in t
   return links;
 }
 
-/// A move-only guard: while held, kernels and copies on `accessor` reach `owner`'s device memory (cudaMalloc and its
-/// default stream-ordered pool); one direction only (see enable_both). Guards of a pair are counted process-wide, from
-/// any thread: the first switches access on (about 11 ms on an H200 pair), later ones cost a lock and an increment,
-/// the last switches off what the first switched on. Work using the access must be complete before the last goes.
+/// A move-only guard: while held, kernels and copies on `accessor` reach `owner`'s device memory and default pool (one
+/// direction: see enable_both). Counted per pair process-wide: the first switches access on (about 11 ms on an H200
+/// pair), the last switches off what the first did. Work using the access must be complete before the last goes.
 class peer_access {
  public:
-  /// Lets `accessor` reach `owner`'s memory; access already on (raw CUDA) is borrowed and never switched off.
-  /// Synchronous; the current device stays. Errors, nothing changed: out_of_range (no such device); invalid_argument
-  /// (accessor == owner); not_supported (no peer path, or an ordinal >= 64); CUDA (cudaErrorTooManyPeers).
+  /// Lets `accessor` reach `owner`'s memory (access already on is borrowed). Synchronous; the current device stays.
+  /// Errors, nothing changed: as can_access_peer; not_supported (no peer path); CUDA (cudaErrorTooManyPeers).
   [[nodiscard]] static result<peer_access> enable(device_id accessor, device_id owner) noexcept {
     CUDAMEM_TRY(detail::check_peer_pair(accessor, owner, "peer_access::enable"));
     CUDAMEM_TRY(detail::process_wide<detail::peer_table>().acquire(accessor, owner, detail::cuda_peer_switch));

@@ -3,15 +3,8 @@
 /// Pitched 2D memory of one kind: rows of `width()` elements, `pitch_bytes()` apart. Views and owners take part in
 /// copy.hpp's copies and fills like spans: with 2D of the same extents, or with a span of as many elements.
 ///
-///   pitched_span<T, Kind>                    first element, width (elements), height (rows), pitch (bytes)
-///     v(row, col), v.row(r)                  where span's accessors are (kernels for device memory)
-///     subspan(row, col, rows, cols)          checked, result; subspan_unchecked for kernels
-///   make_pitched(first, width, height, pitch_bytes)   checked: result<pitched_span>
-///   as_pitched(span, width, height)          the span's elements as contiguous rows: result<pitched_span>
-///   pitched_buffer<T, Kind>                  owning, move-only, deep-const
-///     static result<pitched_buffer> allocate(width, height [, device_id])       synchronous
-///     static result<pitched_buffer> allocate(width, height, stream_ref [, resource_ref<Kind>])
-///     view(), data(), width(), height(), pitch_bytes(), device(), stream(), set_stream(s), resource()
+///   pitched_span<T, Kind>: v(row, col), v.row(r), subspan; make_pitched, as_pitched   checked: result<pitched_span>
+///   pitched_buffer<T, Kind>::allocate(width, height [, device_id | stream_ref [, resource_ref<Kind>]])   owning
 ///   copy_2d(dst, dpitch, src, spitch, width_bytes, height [, stream])   cudaMemcpy2D on typed pointers
 #pragma once
 
@@ -27,9 +20,7 @@
 
 namespace cudamem {
 
-/// A non-owning 2D view: `height()` rows of `width()` elements, row r `r * pitch_bytes()` bytes after the first.
-/// Trivially copyable, passed to kernels by value; element access compiles where span's does. Not checked: see
-/// make_pitched.
+/// A non-owning 2D view, trivially copyable (kernels take it by value); element access compiles where span's does.
 template <class T, memory_kind Kind>
 class pitched_span {
  public:
@@ -77,8 +68,7 @@ class pitched_span {
                    "pitched_span subspan out of range");
     return pitched_span(pointer(row_address(r) + c, data_.device()), cols, rows, pitch_);
   }
-  /// Rows [r, r + rows) of columns [c, c + cols); a null view stays null. Errors: out_of_range (leaves the view);
-  /// size_overflow (an offset no pointer can step).
+  /// As subspan_unchecked, checked; a null view stays null. Errors: out_of_range (leaves the view), size_overflow.
   [[nodiscard]] result<pitched_span> subspan(std::size_t r, std::size_t c, std::size_t rows,
                                              std::size_t cols) const noexcept {
     constexpr const char* api = "pitched_span::subspan";
@@ -98,7 +88,7 @@ class pitched_span {
     using byte = std::conditional_t<std::is_const_v<T>, const unsigned char, unsigned char>;
     return reinterpret_cast<T*>(reinterpret_cast<byte*>(data_.get()) + r * pitch_);
   }
-  // How copies and fills see the view (copy.hpp finds it by argument-dependent lookup).
+  // For copy.hpp's copies and fills (found by argument-dependent lookup).
   friend detail::operand operand_of(pitched_span v) noexcept {
     return {v.data_.get(), v.width_, v.height_, v.pitch_, v.device(), detail::kind_id_of<Kind>};
   }
@@ -115,8 +105,8 @@ using host_pitched_span = pitched_span<T, host>;  ///< A 2D view of pageable hos
 template <class T>
 using managed_pitched_span = pitched_span<T, managed>;  ///< A 2D view of managed memory.
 
-/// Views `height` rows of `width` elements from `first`, `pitch_bytes` apart, checked. Errors: invalid_argument (a
-/// pitch shorter than a row or not a multiple of alignof(T)), size_overflow (past the end of the address space).
+/// `height` rows of `width` from `first`, `pitch_bytes` apart, checked. Errors: invalid_argument (pitch below a row or
+/// not a multiple of alignof(T)), size_overflow (past the end of the address space).
 template <class T, memory_kind Kind>
 [[nodiscard]] result<pitched_span<T, Kind>> make_pitched(ptr<T, Kind> first, std::size_t width, std::size_t height,
                                                          std::size_t pitch_bytes) noexcept {
@@ -137,8 +127,7 @@ template <class T, memory_kind Kind>
                  pitch_bytes);
   return pitched_span<T, Kind>(first, width, height, pitch_bytes);
 }
-/// `flat` as `height` contiguous rows of `width`. Errors: extents_mismatch (width * height != flat.size()),
-/// size_overflow.
+/// `flat` as `height` contiguous rows of `width`. Errors: extents_mismatch (width * height != size()), size_overflow.
 template <class T, memory_kind Kind>
 [[nodiscard]] result<pitched_span<T, Kind>> as_pitched(span<T, Kind> flat, std::size_t width,
                                                        std::size_t height) noexcept {
@@ -152,8 +141,7 @@ template <class T, memory_kind Kind>
   return pitched_span<T, Kind>(flat.data(), width, height, *row_bytes);
 }
 
-/// Owns `height()` rows of `width()` elements, `pitch_bytes()` apart (padding included), not initialized. Move-only
-/// (a moved-from one is empty), deep-const, no view of a temporary; freed as the buffer it holds.
+/// Owns uninitialized pitched rows, freed as the buffer it holds. Move-only (moved-from: empty), deep-const.
 template <class T, memory_kind Kind>
 class pitched_buffer {
   static constexpr bool on_device = !std::is_same_v<Kind, host> && !std::is_same_v<Kind, pinned>;
@@ -204,8 +192,6 @@ class pitched_buffer {
     }
     return *this;
   }
-  pitched_buffer(const pitched_buffer&) = delete;
-  pitched_buffer& operator=(const pitched_buffer&) = delete;
 
   ///@{
   /// The rows as a view, valid while the buffer lives; const elements for a const buffer. Not of a temporary.
@@ -240,8 +226,7 @@ class pitched_buffer {
   pitched_buffer(storage rows, std::size_t width, std::size_t height, std::size_t pitch) noexcept
       : rows_(std::move(rows)), width_(width), height_(height), pitch_(pitch) {}
 
-  // Rows padded as cudaMallocPitch pads them on `where` (cudaDevAttrTexturePitchAlignment when stream-ordered; host
-  // rows: 512 bytes, as on current GPUs), then whole elements for height * pitch bytes from `take(count)`.
+  // Rows padded as cudaMallocPitch pads them (stream-ordered: cudaDevAttrTexturePitchAlignment; host: 512 bytes).
   template <class Take>
   static result<pitched_buffer> make(std::size_t width, std::size_t height, result<device_id> where,
                                      bool stream_ordered, Take&& take) noexcept {
@@ -286,9 +271,9 @@ template <class T, class DK, class U, class SK>
 status copy_rows(ptr<T, DK> dst, std::size_t dpitch, ptr<U, SK> src, std::size_t spitch, std::size_t width_bytes,
                  std::size_t height, const stream_ref* s) noexcept {
   check_copy_types<ptr<T, DK>, ptr<U, SK>>();
-  const operand to{dst.get(), width_bytes, height, dpitch, dst.device(), kind_id_of<DK>};
-  const operand from{src.get(), width_bytes, height, spitch, src.device(), kind_id_of<SK>};
-  return copy_operands(to, from, 1, copy_direction<DK, SK>, s, "copy_2d");
+  return copy_operands({dst.get(), width_bytes, height, dpitch, dst.device(), kind_id_of<DK>},
+                       {src.get(), width_bytes, height, spitch, src.device(), kind_id_of<SK>}, 1,
+                       copy_direction<DK, SK>, s, "copy_2d");
 }
 }  // namespace detail
 

@@ -2156,9 +2156,8 @@ using managed_buffer = buffer<T, managed>;  ///< Owning managed memory.
 /// Copies and fills: copy, CuPy's copy_from_device, copy_from_host, copy_to_host, fill_bytes and (nvcc) fill. Refused
 /// at compile time: element types that differ, a const dst, pageable memory or a temporary owner when stream-ordered.
 
-// cudamem: the 2D device-to-device copy kernel (nvcc only). cudaMemcpy2DAsync moves pitched rows on one device well
-// under 1D copy speed; the widest aligned accesses, several loads in flight per thread and a grid filling the chip
-// get close to it. copy.hpp includes it in nvcc builds, which register it with the engine for the program. Internal.
+// cudamem: the 2D device-to-device copy kernel, registered with the engine in nvcc builds (copy.hpp includes it). Wide
+// accesses, several loads in flight and a full grid get near 1D speed, which cudaMemcpy2DAsync does not. Internal.
 
 // cudamem: the untyped engine behind every copy and fill, 1D and 2D: the checks, the home device, the capture rule
 // and the one CUDA call, written once; copy.hpp decides direction and legality at compile time. Internal.
@@ -2414,8 +2413,7 @@ __device__ void copy2d_tails(const copy2d_args& a) {
   }
 }
 
-// Wide rows: blockIdx.y walks the rows, each block's threads a stretch of the row; every thread
-// loads its `copy2d_unroll` elements before it stores any.
+// Wide rows: blockIdx.y walks the rows, blockIdx.x a stretch of each; a thread loads all its elements, then stores.
 template <class V>
 __global__ void __launch_bounds__(copy2d_threads) copy2d_wide(copy2d_args a) {
   const unsigned step = gridDim.x * copy2d_threads * copy2d_unroll;
@@ -2435,8 +2433,7 @@ __global__ void __launch_bounds__(copy2d_threads) copy2d_wide(copy2d_args a) {
   if (a.tail != 0) copy2d_tails<V>(a);
 }
 
-// Narrow rows: the elements of all rows numbered as one sequence (fewer than 2^31), so that every
-// lane has work however short a row is.
+// Narrow rows: all rows' elements as one sequence (under 2^31), so that every lane has work however short a row.
 template <class V>
 __global__ void __launch_bounds__(copy2d_threads) copy2d_narrow(copy2d_args a) {
   const unsigned step = gridDim.x * copy2d_threads * copy2d_unroll, total = a.vecs * a.rows;
@@ -2477,10 +2474,9 @@ void launch_copy2d(const region& d, const region& s, unsigned sms, cudaStream_t 
   }
 }
 
-/// Launches a same-device, device-to-device 2D copy plan on `on` with 16-, 8- or 4-byte accesses (the largest dividing
-/// both addresses and pitches; a row's tail bytes one by one). False, launching nothing, where cudaMemcpy2DAsync does
-/// as well: rows aligned to under 4 bytes or shorter than 16, 2^32 rows or more, a stream of another device (or of
-/// one CUDA cannot name during a capture).
+/// Launches a same-device 2D copy plan on `on` with the widest of 16-, 8- and 4-byte accesses that divides addresses
+/// and pitches. False, launching nothing, where cudaMemcpy2DAsync does as well: rows aligned to under 4 bytes or
+/// shorter than 16, 2^32 rows or more, a stream of another device (or one CUDA cannot name during a capture).
 inline result<bool> copy2d_launch(const plan& p, stream_ref on, const char* api) noexcept {
   const region &d = p.dst, &s = p.src;
   const std::uintptr_t bits =
@@ -2505,9 +2501,8 @@ inline const bool copy2d_registered = (copy2d_kernel = &copy2d_launch, true);
 
 }  // namespace cudamem::detail
 #endif
-// cudamem: the process-wide peer registry: peer_access guards counted per (accessor, owner) under one lock. What
-// switching means is passed in (CUDA in peer.hpp, a fake in the host tests), so the counting is tested without a
-// device. Internal.
+// cudamem: the process-wide peer registry of peer_access guards per (accessor, owner). Switching is passed in (CUDA in
+// peer.hpp, a fake in the host tests) so that the counting is tested without a device. Internal.
 
 
 #include <pthread.h>
@@ -2522,15 +2517,14 @@ struct peer_entry {
   unsigned char pool_flags_before = 0;   // the pool access it had before, restored by the last guard
 };
 
-/// How a pair is switched, under the registry's lock. `on` switches on what is off and records it in the entry (on
-/// error: nothing changed); `off` switches off what the entry records (failures: the release handler).
+/// How a pair is switched, under the lock: `on` switches on what is off and records it (on error: nothing changed);
+/// `off` switches off what the entry records (failures: the release handler).
 struct peer_switch {
   status (*on)(device_id accessor, device_id owner, peer_entry& entry) noexcept;
   void (*off)(device_id accessor, device_id owner, const peer_entry& entry) noexcept;
 };
 
-/// The guards of every pair of devices [0, max_devices), under one lock that also covers the switching. Precondition
-/// of acquire and release: both ordinals lie in [0, max_devices).
+/// Every pair's guards, under one lock that also covers the switching; acquire and release take ordinals in the table.
 struct CUDAMEM_DETAIL_PROCESS_WIDE peer_table {
   static constexpr int max_devices = 64;
 
@@ -2566,8 +2560,7 @@ struct CUDAMEM_DETAIL_PROCESS_WIDE peer_table {
   struct locked {
     explicit locked(pthread_mutex_t& mutex) noexcept : mutex_(mutex) { pthread_mutex_lock(&mutex_); }
     ~locked() { pthread_mutex_unlock(&mutex_); }
-    locked(const locked&) = delete;
-    locked& operator=(const locked&) = delete;
+    locked(const locked&) = delete;  // one unlock per lock
     pthread_mutex_t& mutex_;
   };
   pthread_mutex_t lock_ = PTHREAD_MUTEX_INITIALIZER;
@@ -2826,15 +2819,11 @@ template <class T>
 
 }  // namespace cudamem
 /// \file
-/// Peer access between the devices of one process: what CUDA reports about each pair, and move-only guards that let
-/// one device's kernels and copies reach another's memory (and default stream-ordered pool) while held. Guards are
-/// counted per pair process-wide: the first switches access on, the last off; access already on is borrowed.
+/// Peer access between the devices of one process: what CUDA reports about each pair, and move-only guards, counted
+/// per pair process-wide, that let one device's kernels and copies reach another's memory (and default pool).
 ///
-///     result<bool> can_access_peer(device_id accessor, device_id owner)
-///     result<peer_link> peer_link_between(device_id accessor, device_id owner)   CUDA's P2P attributes of the pair
-///     result<peer_links> peers_of(device_id accessor)                            the link to every other device
-///     class peer_access { static result<peer_access> enable(accessor, owner); accessor(), owner(), valid() }
-///     result<std::pair<peer_access, peer_access>> enable_both(device_id a, device_id b)
+///     can_access_peer(accessor, owner), peer_link_between(accessor, owner), peers_of(accessor)   CUDA's P2P facts
+///     peer_access::enable(accessor, owner), enable_both(a, b)   guards: result<peer_access>, result<pair of them>
 
 
 #include <utility>
@@ -2865,8 +2854,7 @@ class peer_links {
 };
 
 namespace detail {
-/// Both devices exist, differ and lie in the registry. Errors: out_of_range, invalid_argument (one device twice),
-/// not_supported (ordinal >= 64); CUDA errors.
+/// Both devices exist, differ and lie in the registry. Errors: as can_access_peer.
 inline status check_peer_pair(device_id accessor, device_id owner, const char* api) noexcept {
   auto count = device_count();
   if (!count) return count.error().with_api(api);
@@ -2902,8 +2890,7 @@ inline cudaError_t set_pool_access(const pool_access& where, unsigned char flags
   return cudaMemPoolSetAccess(where.pool, &desc, 1);
 }
 
-/// The registry's switch-on: peer access (borrowed if already on: the handled error is cleared), then read-write
-/// access to the owner's default pool unless it had that. All or nothing.
+/// The registry's switch-on, all or nothing: peer access (borrowed if on), then read-write access to the owner's pool.
 inline status switch_peer_on(device_id accessor, device_id owner, peer_entry& entry) noexcept {
   constexpr const char* api = "peer_access::enable";
   auto can = read_can_access(accessor, owner, api);
@@ -2923,19 +2910,15 @@ inline status switch_peer_on(device_id accessor, device_id owner, peer_entry& en
   status opened;
   if (pool->pool != nullptr)
     opened = check(cudaMemPoolGetAccess(&before, pool->pool, &pool->accessor), api, "cudaMemPoolGetAccess");
-  if (opened && pool->pool != nullptr && before != cudaMemAccessFlagsProtReadWrite)
+  entry.switched_pool = opened && pool->pool != nullptr && before != cudaMemAccessFlagsProtReadWrite;
+  if (entry.switched_pool)
     opened = check(set_pool_access(*pool, cudaMemAccessFlagsProtReadWrite), api, "cudaMemPoolSetAccess");
-  if (!opened) {
-    if (entry.switched_access) (void)cudaDeviceDisablePeerAccess(owner.get());
-    return opened;
-  }
-  entry.switched_pool = pool->pool != nullptr && before != cudaMemAccessFlagsProtReadWrite;
+  if (!opened && entry.switched_access) (void)cudaDeviceDisablePeerAccess(owner.get());
   entry.pool_flags_before = static_cast<unsigned char>(before);
-  return {};
+  return opened;
 }
 
-/// The registry's switch-off: undoes what switch_peer_on recorded. Access switched off behind the registry's back
-/// (cudaErrorPeerAccessNotEnabled) is no failure; other failures go to the release handler.
+/// The registry's switch-off: undoes what switch_peer_on recorded; failures (not access already off) are reported.
 inline void switch_peer_off(device_id accessor, device_id owner, const peer_entry& entry) noexcept {
   const auto report = [](const error& failure) {  // as check_release: nothing once the runtime has unloaded
     if (failure != cudaErrorCudartUnloading) report_release_failure(failure);
@@ -3002,15 +2985,13 @@ struct peer_guard_handle {  // what a peer_access owns: one count of a pair in t
   return links;
 }
 
-/// A move-only guard: while held, kernels and copies on `accessor` reach `owner`'s device memory (cudaMalloc and its
-/// default stream-ordered pool); one direction only (see enable_both). Guards of a pair are counted process-wide, from
-/// any thread: the first switches access on (about 11 ms on an H200 pair), later ones cost a lock and an increment,
-/// the last switches off what the first switched on. Work using the access must be complete before the last goes.
+/// A move-only guard: while held, kernels and copies on `accessor` reach `owner`'s device memory and default pool (one
+/// direction: see enable_both). Counted per pair process-wide: the first switches access on (about 11 ms on an H200
+/// pair), the last switches off what the first did. Work using the access must be complete before the last goes.
 class peer_access {
  public:
-  /// Lets `accessor` reach `owner`'s memory; access already on (raw CUDA) is borrowed and never switched off.
-  /// Synchronous; the current device stays. Errors, nothing changed: out_of_range (no such device); invalid_argument
-  /// (accessor == owner); not_supported (no peer path, or an ordinal >= 64); CUDA (cudaErrorTooManyPeers).
+  /// Lets `accessor` reach `owner`'s memory (access already on is borrowed). Synchronous; the current device stays.
+  /// Errors, nothing changed: as can_access_peer; not_supported (no peer path); CUDA (cudaErrorTooManyPeers).
   [[nodiscard]] static result<peer_access> enable(device_id accessor, device_id owner) noexcept {
     CUDAMEM_TRY(detail::check_peer_pair(accessor, owner, "peer_access::enable"));
     CUDAMEM_TRY(detail::process_wide<detail::peer_table>().acquire(accessor, owner, detail::cuda_peer_switch));
@@ -3041,15 +3022,8 @@ class peer_access {
 /// Pitched 2D memory of one kind: rows of `width()` elements, `pitch_bytes()` apart. Views and owners take part in
 /// copy.hpp's copies and fills like spans: with 2D of the same extents, or with a span of as many elements.
 ///
-///   pitched_span<T, Kind>                    first element, width (elements), height (rows), pitch (bytes)
-///     v(row, col), v.row(r)                  where span's accessors are (kernels for device memory)
-///     subspan(row, col, rows, cols)          checked, result; subspan_unchecked for kernels
-///   make_pitched(first, width, height, pitch_bytes)   checked: result<pitched_span>
-///   as_pitched(span, width, height)          the span's elements as contiguous rows: result<pitched_span>
-///   pitched_buffer<T, Kind>                  owning, move-only, deep-const
-///     static result<pitched_buffer> allocate(width, height [, device_id])       synchronous
-///     static result<pitched_buffer> allocate(width, height, stream_ref [, resource_ref<Kind>])
-///     view(), data(), width(), height(), pitch_bytes(), device(), stream(), set_stream(s), resource()
+///   pitched_span<T, Kind>: v(row, col), v.row(r), subspan; make_pitched, as_pitched   checked: result<pitched_span>
+///   pitched_buffer<T, Kind>::allocate(width, height [, device_id | stream_ref [, resource_ref<Kind>]])   owning
 ///   copy_2d(dst, dpitch, src, spitch, width_bytes, height [, stream])   cudaMemcpy2D on typed pointers
 
 
@@ -3060,9 +3034,7 @@ class peer_access {
 
 namespace cudamem {
 
-/// A non-owning 2D view: `height()` rows of `width()` elements, row r `r * pitch_bytes()` bytes after the first.
-/// Trivially copyable, passed to kernels by value; element access compiles where span's does. Not checked: see
-/// make_pitched.
+/// A non-owning 2D view, trivially copyable (kernels take it by value); element access compiles where span's does.
 template <class T, memory_kind Kind>
 class pitched_span {
  public:
@@ -3110,8 +3082,7 @@ class pitched_span {
                    "pitched_span subspan out of range");
     return pitched_span(pointer(row_address(r) + c, data_.device()), cols, rows, pitch_);
   }
-  /// Rows [r, r + rows) of columns [c, c + cols); a null view stays null. Errors: out_of_range (leaves the view);
-  /// size_overflow (an offset no pointer can step).
+  /// As subspan_unchecked, checked; a null view stays null. Errors: out_of_range (leaves the view), size_overflow.
   [[nodiscard]] result<pitched_span> subspan(std::size_t r, std::size_t c, std::size_t rows,
                                              std::size_t cols) const noexcept {
     constexpr const char* api = "pitched_span::subspan";
@@ -3131,7 +3102,7 @@ class pitched_span {
     using byte = std::conditional_t<std::is_const_v<T>, const unsigned char, unsigned char>;
     return reinterpret_cast<T*>(reinterpret_cast<byte*>(data_.get()) + r * pitch_);
   }
-  // How copies and fills see the view (copy.hpp finds it by argument-dependent lookup).
+  // For copy.hpp's copies and fills (found by argument-dependent lookup).
   friend detail::operand operand_of(pitched_span v) noexcept {
     return {v.data_.get(), v.width_, v.height_, v.pitch_, v.device(), detail::kind_id_of<Kind>};
   }
@@ -3148,8 +3119,8 @@ using host_pitched_span = pitched_span<T, host>;  ///< A 2D view of pageable hos
 template <class T>
 using managed_pitched_span = pitched_span<T, managed>;  ///< A 2D view of managed memory.
 
-/// Views `height` rows of `width` elements from `first`, `pitch_bytes` apart, checked. Errors: invalid_argument (a
-/// pitch shorter than a row or not a multiple of alignof(T)), size_overflow (past the end of the address space).
+/// `height` rows of `width` from `first`, `pitch_bytes` apart, checked. Errors: invalid_argument (pitch below a row or
+/// not a multiple of alignof(T)), size_overflow (past the end of the address space).
 template <class T, memory_kind Kind>
 [[nodiscard]] result<pitched_span<T, Kind>> make_pitched(ptr<T, Kind> first, std::size_t width, std::size_t height,
                                                          std::size_t pitch_bytes) noexcept {
@@ -3170,8 +3141,7 @@ template <class T, memory_kind Kind>
                  pitch_bytes);
   return pitched_span<T, Kind>(first, width, height, pitch_bytes);
 }
-/// `flat` as `height` contiguous rows of `width`. Errors: extents_mismatch (width * height != flat.size()),
-/// size_overflow.
+/// `flat` as `height` contiguous rows of `width`. Errors: extents_mismatch (width * height != size()), size_overflow.
 template <class T, memory_kind Kind>
 [[nodiscard]] result<pitched_span<T, Kind>> as_pitched(span<T, Kind> flat, std::size_t width,
                                                        std::size_t height) noexcept {
@@ -3185,8 +3155,7 @@ template <class T, memory_kind Kind>
   return pitched_span<T, Kind>(flat.data(), width, height, *row_bytes);
 }
 
-/// Owns `height()` rows of `width()` elements, `pitch_bytes()` apart (padding included), not initialized. Move-only
-/// (a moved-from one is empty), deep-const, no view of a temporary; freed as the buffer it holds.
+/// Owns uninitialized pitched rows, freed as the buffer it holds. Move-only (moved-from: empty), deep-const.
 template <class T, memory_kind Kind>
 class pitched_buffer {
   static constexpr bool on_device = !std::is_same_v<Kind, host> && !std::is_same_v<Kind, pinned>;
@@ -3237,8 +3206,6 @@ class pitched_buffer {
     }
     return *this;
   }
-  pitched_buffer(const pitched_buffer&) = delete;
-  pitched_buffer& operator=(const pitched_buffer&) = delete;
 
   ///@{
   /// The rows as a view, valid while the buffer lives; const elements for a const buffer. Not of a temporary.
@@ -3273,8 +3240,7 @@ class pitched_buffer {
   pitched_buffer(storage rows, std::size_t width, std::size_t height, std::size_t pitch) noexcept
       : rows_(std::move(rows)), width_(width), height_(height), pitch_(pitch) {}
 
-  // Rows padded as cudaMallocPitch pads them on `where` (cudaDevAttrTexturePitchAlignment when stream-ordered; host
-  // rows: 512 bytes, as on current GPUs), then whole elements for height * pitch bytes from `take(count)`.
+  // Rows padded as cudaMallocPitch pads them (stream-ordered: cudaDevAttrTexturePitchAlignment; host: 512 bytes).
   template <class Take>
   static result<pitched_buffer> make(std::size_t width, std::size_t height, result<device_id> where,
                                      bool stream_ordered, Take&& take) noexcept {
@@ -3319,9 +3285,9 @@ template <class T, class DK, class U, class SK>
 status copy_rows(ptr<T, DK> dst, std::size_t dpitch, ptr<U, SK> src, std::size_t spitch, std::size_t width_bytes,
                  std::size_t height, const stream_ref* s) noexcept {
   check_copy_types<ptr<T, DK>, ptr<U, SK>>();
-  const operand to{dst.get(), width_bytes, height, dpitch, dst.device(), kind_id_of<DK>};
-  const operand from{src.get(), width_bytes, height, spitch, src.device(), kind_id_of<SK>};
-  return copy_operands(to, from, 1, copy_direction<DK, SK>, s, "copy_2d");
+  return copy_operands({dst.get(), width_bytes, height, dpitch, dst.device(), kind_id_of<DK>},
+                       {src.get(), width_bytes, height, spitch, src.device(), kind_id_of<SK>}, 1,
+                       copy_direction<DK, SK>, s, "copy_2d");
 }
 }  // namespace detail
 

@@ -1,7 +1,6 @@
 // SPDX-License-Identifier: MIT
-// cudamem: the 2D device-to-device copy kernel (nvcc only). cudaMemcpy2DAsync moves pitched rows on one device well
-// under 1D copy speed; the widest aligned accesses, several loads in flight per thread and a grid filling the chip
-// get close to it. copy.hpp includes it in nvcc builds, which register it with the engine for the program. Internal.
+// cudamem: the 2D device-to-device copy kernel, registered with the engine in nvcc builds (copy.hpp includes it). Wide
+// accesses, several loads in flight and a full grid get near 1D speed, which cudaMemcpy2DAsync does not. Internal.
 #pragma once
 
 #include <cudamem/detail/transfer.hpp>
@@ -32,8 +31,7 @@ __device__ void copy2d_tails(const copy2d_args& a) {
   }
 }
 
-// Wide rows: blockIdx.y walks the rows, each block's threads a stretch of the row; every thread
-// loads its `copy2d_unroll` elements before it stores any.
+// Wide rows: blockIdx.y walks the rows, blockIdx.x a stretch of each; a thread loads all its elements, then stores.
 template <class V>
 __global__ void __launch_bounds__(copy2d_threads) copy2d_wide(copy2d_args a) {
   const unsigned step = gridDim.x * copy2d_threads * copy2d_unroll;
@@ -53,8 +51,7 @@ __global__ void __launch_bounds__(copy2d_threads) copy2d_wide(copy2d_args a) {
   if (a.tail != 0) copy2d_tails<V>(a);
 }
 
-// Narrow rows: the elements of all rows numbered as one sequence (fewer than 2^31), so that every
-// lane has work however short a row is.
+// Narrow rows: all rows' elements as one sequence (under 2^31), so that every lane has work however short a row.
 template <class V>
 __global__ void __launch_bounds__(copy2d_threads) copy2d_narrow(copy2d_args a) {
   const unsigned step = gridDim.x * copy2d_threads * copy2d_unroll, total = a.vecs * a.rows;
@@ -95,10 +92,9 @@ void launch_copy2d(const region& d, const region& s, unsigned sms, cudaStream_t 
   }
 }
 
-/// Launches a same-device, device-to-device 2D copy plan on `on` with 16-, 8- or 4-byte accesses (the largest dividing
-/// both addresses and pitches; a row's tail bytes one by one). False, launching nothing, where cudaMemcpy2DAsync does
-/// as well: rows aligned to under 4 bytes or shorter than 16, 2^32 rows or more, a stream of another device (or of
-/// one CUDA cannot name during a capture).
+/// Launches a same-device 2D copy plan on `on` with the widest of 16-, 8- and 4-byte accesses that divides addresses
+/// and pitches. False, launching nothing, where cudaMemcpy2DAsync does as well: rows aligned to under 4 bytes or
+/// shorter than 16, 2^32 rows or more, a stream of another device (or one CUDA cannot name during a capture).
 inline result<bool> copy2d_launch(const plan& p, stream_ref on, const char* api) noexcept {
   const region &d = p.dst, &s = p.src;
   const std::uintptr_t bits =

@@ -1,7 +1,6 @@
 // SPDX-License-Identifier: MIT
-// cudamem: the process-wide peer registry: peer_access guards counted per (accessor, owner) under one lock. What
-// switching means is passed in (CUDA in peer.hpp, a fake in the host tests), so the counting is tested without a
-// device. Internal.
+// cudamem: the process-wide peer registry of peer_access guards per (accessor, owner). Switching is passed in (CUDA in
+// peer.hpp, a fake in the host tests) so that the counting is tested without a device. Internal.
 #pragma once
 
 #include <cudamem/detail/process_wide.hpp>
@@ -19,15 +18,14 @@ struct peer_entry {
   unsigned char pool_flags_before = 0;   // the pool access it had before, restored by the last guard
 };
 
-/// How a pair is switched, under the registry's lock. `on` switches on what is off and records it in the entry (on
-/// error: nothing changed); `off` switches off what the entry records (failures: the release handler).
+/// How a pair is switched, under the lock: `on` switches on what is off and records it (on error: nothing changed);
+/// `off` switches off what the entry records (failures: the release handler).
 struct peer_switch {
   status (*on)(device_id accessor, device_id owner, peer_entry& entry) noexcept;
   void (*off)(device_id accessor, device_id owner, const peer_entry& entry) noexcept;
 };
 
-/// The guards of every pair of devices [0, max_devices), under one lock that also covers the switching. Precondition
-/// of acquire and release: both ordinals lie in [0, max_devices).
+/// Every pair's guards, under one lock that also covers the switching; acquire and release take ordinals in the table.
 struct CUDAMEM_DETAIL_PROCESS_WIDE peer_table {
   static constexpr int max_devices = 64;
 
@@ -63,8 +61,7 @@ struct CUDAMEM_DETAIL_PROCESS_WIDE peer_table {
   struct locked {
     explicit locked(pthread_mutex_t& mutex) noexcept : mutex_(mutex) { pthread_mutex_lock(&mutex_); }
     ~locked() { pthread_mutex_unlock(&mutex_); }
-    locked(const locked&) = delete;
-    locked& operator=(const locked&) = delete;
+    locked(const locked&) = delete;  // one unlock per lock
     pthread_mutex_t& mutex_;
   };
   pthread_mutex_t lock_ = PTHREAD_MUTEX_INITIALIZER;

@@ -18,8 +18,7 @@ result<std::size_t> row_stride_in_elements(pitched_span<T, Kind> rows, const cha
   return rows.pitch_bytes() / sizeof(T);
 }
 
-/// `rows` rows of `columns` elements from `first`, `row_stride` apart and `column_stride` between neighbours, as a
-/// pitched view checked as make_pitched; one row (or none) takes its length as its pitch. Errors: invalid_argument
+/// The strided rows as a view checked as make_pitched (one row or none: its length as pitch). Errors: invalid_argument
 /// (columns not adjacent, or as make_pitched); size_overflow.
 template <class T, memory_kind Kind>
 result<pitched_span<T, Kind>> rows_from_strides(T* first, device_id id, std::size_t rows, std::size_t columns,

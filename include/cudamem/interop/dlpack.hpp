@@ -3,16 +3,12 @@
 /// cudamem views and owners as DLPack tensors (`DLManagedTensor`, DLPack 0.6 and later), and back. Optional: needs
 /// <dlpack/dlpack.h> (Debian and Ubuntu: libdlpack-dev).
 ///
-///   to_dlpack(span | pitched_span)           result<dlpack_tensor>; the memory stays the caller's
-///   to_dlpack(std::move(buffer | pitched_buffer))   result<dlpack_tensor>; the tensor's deleter frees the buffer
-///   span_from_dlpack<T, K>(const DLManagedTensor*)      checked: result<span<T, K>>
-///   pitched_from_dlpack<T, K>(const DLManagedTensor*)   checked: result<pitched_span<T, K>>
-///   dlpack_tensor                            owns a DLManagedTensor*, calls its deleter once; move-only
-///     static adopt(DLManagedTensor*), get(), release(), explicit operator bool
+///   to_dlpack(span | pitched_span | std::move(buffer | pitched_buffer))   result<dlpack_tensor>; an owner's tensor
+///     frees it; span_from_dlpack<T, K>(tensor), pitched_from_dlpack<T, K>(tensor)   checked: result<view>
+///   dlpack_tensor   owns a DLManagedTensor*; adopt(DLManagedTensor*), get(), release(), explicit operator bool
 ///
-/// Kinds map to device types: device -> kDLCUDA (on its device), pinned -> kDLCUDAHost, managed -> kDLCUDAManaged,
-/// host -> kDLCPU (device_id 0 for the last three). Shape and strides count elements. Element types: integers but
-/// bool, float, double; any other T does not compile.
+/// Kinds map to device types: device -> kDLCUDA, pinned -> kDLCUDAHost, managed -> kDLCUDAManaged, host -> kDLCPU
+/// (device_id 0 but for device). Shape and strides count elements. T: integers but bool, float, double, or no compile.
 #pragma once
 
 #include <cudamem/detail/strided_rows.hpp>
@@ -29,16 +25,6 @@
 
 namespace cudamem {
 
-namespace detail {
-struct dlpack_handle {
-  using type = DLManagedTensor*;
-  static type empty() noexcept { return nullptr; }
-  static void release(type tensor) noexcept {
-    if (tensor->deleter != nullptr) tensor->deleter(tensor);
-  }
-};
-}  // namespace detail
-
 /// Owns a DLManagedTensor and calls its deleter (if any) once, when it goes. Move-only.
 class dlpack_tensor {
  public:
@@ -51,8 +37,15 @@ class dlpack_tensor {
   explicit operator bool() const noexcept { return handle_.valid(); }  ///< True when a tensor is owned.
 
  private:
+  struct dlpack_handle {
+    using type = DLManagedTensor*;
+    static type empty() noexcept { return nullptr; }
+    static void release(type tensor) noexcept {
+      if (tensor->deleter != nullptr) tensor->deleter(tensor);
+    }
+  };
   explicit dlpack_tensor(DLManagedTensor* tensor) noexcept : handle_(tensor) {}
-  detail::unique_handle<detail::dlpack_handle> handle_;
+  detail::unique_handle<dlpack_handle> handle_;
 };
 
 namespace detail {
@@ -72,14 +65,6 @@ inline constexpr DLDeviceType dlpack_device_type = std::is_same_v<K, device>    
                                                    : std::is_same_v<K, managed> ? kDLCUDAManaged
                                                                                 : kDLCPU;
 struct no_owner {};
-// The tensor, its shape and strides, and what it keeps alive, in one allocation that the deleter deletes.
-template <class Owner>
-struct dlpack_export {
-  DLManagedTensor tensor;
-  std::int64_t shape[2], strides[2];
-  Owner owner;
-};
-
 // `first` as a tensor of `ndim` (1 or 2) dimensions; `owner` is moved in only on success.
 template <class T, memory_kind Kind, class Owner>
 result<dlpack_tensor> export_tensor(ptr<T, Kind> first, int ndim, const std::size_t (&shape)[2],
@@ -88,7 +73,11 @@ result<dlpack_tensor> export_tensor(ptr<T, Kind> first, int ndim, const std::siz
     if (shape[d] > INT64_MAX || strides[d] > INT64_MAX)
       return error(errc::size_overflow, "to_dlpack", "extent %zu or stride %zu does not fit DLPack's int64_t", shape[d],
                    strides[d]);
-  using holder = dlpack_export<std::remove_cvref_t<Owner>>;
+  struct holder {  // the tensor, its shape and strides, and what it keeps alive: one allocation, deleted by the deleter
+    DLManagedTensor tensor;
+    std::int64_t shape[2], strides[2];
+    std::remove_cvref_t<Owner> owner;
+  };
   auto* kept = new (std::nothrow) holder{{}, {}, {}, std::forward<Owner>(owner)};
   if (kept == nullptr) return error(errc::out_of_memory, "to_dlpack", "out of host memory for the tensor");
   for (int d = 0; d < ndim; ++d)
@@ -108,8 +97,7 @@ result<dlpack_tensor> export_rows(pitched_span<T, Kind> rows, Owner&& owner) noe
   return export_tensor(rows.data(), 2, {rows.height(), rows.width()}, {*row_stride, 1}, std::forward<Owner>(owner));
 }
 
-// The rows of a tensor of `ndim` dimensions (1: one row) of T in memory of kind Kind, every rule checked. Null
-// strides mean compact rows (allowed before DLPack 1.2).
+// A tensor's rows (`ndim` 1: one row), every rule checked; null strides (before DLPack 1.2) mean compact rows.
 template <class T, memory_kind Kind>
 result<pitched_span<T, Kind>> import_rows(const DLManagedTensor* tensor, int ndim, const char* api) noexcept {
   if (tensor == nullptr) return error(errc::invalid_argument, api, "the tensor is null");
@@ -145,14 +133,12 @@ result<pitched_span<T, Kind>> import_rows(const DLManagedTensor* tensor, int ndi
 }
 }  // namespace detail
 
-/// `view` as a tensor of shape {size}, stride {1}; the memory stays the caller's (it must outlive the tensor's uses).
-/// Errors: size_overflow; out_of_memory (host memory for the tensor).
+/// `view` as a tensor of shape {size}, stride {1}, of the caller's memory. Errors: size_overflow, out_of_memory (host).
 template <class T, memory_kind Kind>
 [[nodiscard]] result<dlpack_tensor> to_dlpack(span<T, Kind> view) noexcept {
   return detail::export_tensor(view.data(), 1, {view.size(), 0}, {1, 0}, detail::no_owner{});
 }
-/// `view` as a tensor of shape {height, width} and strides {pitch_bytes / sizeof(T), 1}; the memory stays the
-/// caller's. Errors: invalid_argument when the pitch is not a multiple of sizeof(T); as to_dlpack(span).
+/// `view` as a tensor {height, width}, strides {pitch in elements, 1}. Errors: invalid_argument (pitch); as for spans.
 template <class T, memory_kind Kind>
 [[nodiscard]] result<dlpack_tensor> to_dlpack(pitched_span<T, Kind> view) noexcept {
   return detail::export_rows(view, detail::no_owner{});
@@ -168,17 +154,15 @@ template <class T, memory_kind Kind>
   return detail::export_rows(owner.view(), std::move(owner));
 }
 
-/// The elements of `tensor`, of kind Kind (host also takes kDLCUDAHost), as a span valid while the tensor lives.
-/// Errors: invalid_argument (null tensor, other device type or dtype, ndim != 1, stride != 1, a negative extent,
-/// stride or device_id, data + byte_offset misaligned for T).
+/// The elements of `tensor` (kind Kind; host also takes kDLCUDAHost) as a span valid while it lives. Errors:
+/// invalid_argument (null, other device type or dtype, ndim != 1, stride != 1, negatives, data misaligned for T).
 template <class T, memory_kind Kind>
 [[nodiscard]] result<span<T, Kind>> span_from_dlpack(const DLManagedTensor* tensor) noexcept {
   auto row = detail::import_rows<T, Kind>(tensor, 1, "span_from_dlpack");
   if (!row) return row.error();
   return span<T, Kind>(row->data(), row->width());
 }
-/// The rows of a 2D `tensor` (strides {pitch in elements, 1}) as a pitched view valid while the tensor lives.
-/// Errors: as span_from_dlpack (ndim != 2), and as make_pitched.
+/// The rows of a 2D `tensor` as a view valid while it lives. Errors: as span_from_dlpack (ndim != 2), as make_pitched.
 template <class T, memory_kind Kind>
 [[nodiscard]] result<pitched_span<T, Kind>> pitched_from_dlpack(const DLManagedTensor* tensor) noexcept {
   return detail::import_rows<T, Kind>(tensor, 2, "pitched_from_dlpack");

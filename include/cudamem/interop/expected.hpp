@@ -1,7 +1,6 @@
 // SPDX-License-Identifier: MIT
 /// \file
-/// Conversions between `result<T>` and `cuda::std::expected<T, error>`, for code built around CCCL.
-/// Optional: it costs the compile time of <cuda/std/expected>, which the core headers avoid.
+/// `result<T>` to and from `cuda::std::expected<T, error>` (CCCL). Optional: <cuda/std/expected> is slow to compile.
 #pragma once
 
 #include <cudamem/error.hpp>

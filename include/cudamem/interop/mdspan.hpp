@@ -1,14 +1,10 @@
 // SPDX-License-Identifier: MIT
 /// \file
-/// cudamem views as `cuda::std::mdspan` and `cuda::std::span`, and back. Optional: libcu++'s <cuda/std/mdspan> costs
-/// compile time the core headers avoid.
+/// cudamem views as `cuda::std::mdspan` and `cuda::std::span`, and back; optional (<cuda/std/mdspan> compiles slowly).
 ///
-///   to_mdspan(span<T, K>)                    mdspan<T, dextents<size_t, 1>> (layout_right); host and device
-///   to_mdspan(pitched_span<T, K>)            result<pitched_mdspan<T>>: layout_stride, strides {pitch / sizeof(T), 1}
-///   to_span<K>(mdspan 1D [, device_id])      checked: result<span<T, K>>
-///   to_pitched_span<K>(mdspan 2D [, device_id])   checked: result<pitched_span<T, K>>
-///   to_cuda_span(span<T, K>)                 cuda::std::span<T>; host and device
-///   from_cuda_span<K>(cuda::std::span [, device_id])   span<T, K>, not checked; host and device
+///   to_mdspan(span | pitched_span)   a 1D mdspan; result<pitched_mdspan<T>>, strides {pitch / sizeof(T), 1}
+///   to_span<K>(1D mdspan [, id]), to_pitched_span<K>(2D mdspan [, id])   checked: result<span | pitched_span>
+///   to_cuda_span(span), from_cuda_span<K>(cuda::std::span [, id])        not checked; host and device
 ///
 /// Going back, the caller names the kind (and the device for device and managed memory). Indexing an mdspan is not
 /// checked against the kind: the compile-time access rule ends at the conversion.
@@ -36,8 +32,7 @@ template <class T, memory_kind Kind>
   return cuda::std::mdspan<T, cuda::std::dextents<std::size_t, 1>>(view.data().get(), view.size());
 }
 
-/// The rows of `view` as a 2D mdspan (strides {pitch_bytes / sizeof(T), 1}). Errors: invalid_argument when the pitch
-/// is not a whole number of elements.
+/// The rows of `view` as a 2D mdspan. Errors: invalid_argument when the pitch is not a whole number of elements.
 template <class T, memory_kind Kind>
 [[nodiscard]] result<pitched_mdspan<T>> to_mdspan(pitched_span<T, Kind> view) noexcept {
   auto row_stride = detail::row_stride_in_elements(view, "to_mdspan");
@@ -74,8 +69,7 @@ template <memory_kind Kind, class MD>
   return to_span<Kind>(md, device_id::host());
 }
 
-/// The rows of a 2D mdspan of kind Kind on `id` (as the caller asserts), pitch stride(0) * sizeof(T). Errors:
-/// invalid_argument (stride(1) != 1, or as make_pitched); size_overflow.
+/// A 2D mdspan's rows, of kind Kind on `id` (as asserted). Errors: invalid_argument (stride(1) != 1), as make_pitched.
 template <memory_kind Kind, class MD>
   requires detail::plain_strided_mdspan<MD, 2>
 [[nodiscard]] result<pitched_span<typename MD::element_type, Kind>> to_pitched_span(const MD& md,

@@ -1,20 +1,12 @@
 // SPDX-License-Identifier: MIT
 /// \file
-/// NCCL over cudamem: typed collectives and point-to-point transfers of device views on streams, communicators as
-/// move-only owners, group calls as a scope, NCCL's errors as cudamem errors (domain nccl). Only for programs that
-/// include it and link NCCL (libnccl); the rest of cudamem never needs NCCL. See docs/scaling.md.
+/// NCCL over cudamem: typed collectives and point-to-point transfers of device views on streams, move-only
+/// communicators and groups, NCCL's errors as cudamem errors (domain nccl). Needs NCCL (libnccl); see docs/scaling.md.
 ///
-///     nccl::unique_id::create()                                    rank 0 makes it; every rank gets its bytes
-///     nccl::communicator::init_rank(world_size, id, rank, device)  one rank per process (ncclCommInitRank)
-///     nccl::communicator::init_all(devices, out)                   one rank per device of this process
-///     rank(), size(), device(), get(), valid(), abort()
-///     nccl::all_reduce(comm, send, recv, op, stream)   all_reduce(comm, data, op, stream)   (in place)
-///     nccl::broadcast(comm, send, recv, root, stream)  reduce_scatter(comm, send, recv, op, stream)
-///     nccl::all_gather(comm, send, recv, stream)       send(comm, data, peer, stream)  receive(comm, data, peer, s)
-///     nccl::group::start(), end()                      ncclGroupStart / ncclGroupEnd as a scope
-///     nccl::data_type_of<T>                            T's ncclDataType_t; other types do not compile
-/// Every call is ordered on its stream and returns at once (does not synchronize); a view must be device memory of
-/// the communicator's device, and an owner passed as a temporary does not compile.
+///     unique_id::create(); communicator::init_rank(world_size, id, rank, device), init_all(devices, out)
+///     all_reduce, broadcast, reduce_scatter, all_gather, send, receive; group::start(), end(); data_type_of<T>
+/// Every call is ordered on its stream and does not synchronize; views must be device memory of the communicator's
+/// device, and an owner passed as a temporary does not compile.
 #pragma once
 
 #if !__has_include(<nccl.h>)
@@ -54,16 +46,6 @@ constexpr ncclDataType_t data_type_for() noexcept {
                   "(to move raw bytes, view them as std::uint8_t)");
   return ncclNumTypes;
 }
-}  // namespace detail
-
-/// The ncclDataType_t of elements of type T (cv-qualifiers ignored); any other type fails to compile.
-template <class T>
-inline constexpr ncclDataType_t data_type_of = detail::data_type_for<T>();
-
-/// The reduction of a collective (ncclRedOp_t).
-enum class reduce_op { sum = ncclSum, prod = ncclProd, max = ncclMax, min = ncclMin, avg = ncclAvg };
-
-namespace detail {
 /// An NCCL result as a status: errors in the NCCL domain, with the result's name and ncclGetErrorString's message.
 inline status check_nccl(ncclResult_t code, const char* api, const char* call) noexcept {
   if (code == ncclSuccess) return {};
@@ -88,6 +70,13 @@ struct group_handle {  // what a group owns: a ncclGroupStart still to be ended
   static void release(type) noexcept { release_nccl(ncclGroupEnd(), "ncclGroupEnd"); }
 };
 }  // namespace detail
+
+/// The ncclDataType_t of elements of type T (cv-qualifiers ignored); any other type fails to compile.
+template <class T>
+inline constexpr ncclDataType_t data_type_of = detail::data_type_for<T>();
+
+/// The reduction of a collective (ncclRedOp_t).
+enum class reduce_op { sum = ncclSum, prod = ncclProd, max = ncclMax, min = ncclMin, avg = ncclAvg };
 
 /// A communicator's identity: rank 0 makes it and passes `native` (NCCL_UNIQUE_ID_BYTES) to every other rank.
 struct unique_id {
@@ -151,8 +140,7 @@ class communicator {
   device_id device_;
 };
 
-/// A group of NCCL calls (ncclGroupStart), issued together when it ends (as several send/receive pairs, or one thread
-/// driving several devices, need). A group left unended is ended by its destructor (failures: the release handler).
+/// NCCL calls issued together (ncclGroupStart to end()); the destructor ends one left open (failures: release handler).
 class group {
  public:
   /// Starts a group. Errors: NCCL errors.
@@ -172,12 +160,10 @@ class group {
 };
 
 namespace detail {
-/// Device views, none an owner passed as a temporary (it would free its memory while the call is queued).
-template <class... V>
-concept device_views =
-    ((viewable<std::remove_cvref_t<V>> && std::is_same_v<typename std::remove_cvref_t<V>::kind, cudamem::device> &&
-      !temporary_owner<V>) &&
-     ...);
+/// A device view, not an owner passed as a temporary (it would free its memory while the call is queued).
+template <class V>
+concept device_view = viewable<std::remove_cvref_t<V>> &&
+                      std::is_same_v<typename std::remove_cvref_t<V>::kind, cudamem::device> && !temporary_owner<V>;
 /// How the extents of send and recv must relate.
 enum class extents { equal, send_ranks_times, recv_ranks_times, any };
 constexpr const char* rule_text[] = {"recv.size() == send.size()", "send.size() == ranks * recv.size()",
@@ -193,8 +179,7 @@ inline bool fits(extents rule, std::size_t sent, std::size_t received, int ranks
          (rule == extents::send_ranks_times && sent == times(received)) ||
          (rule == extents::recv_ranks_times && received == times(sent));
 }
-/// Checks a call (communicator, stream, devices, extents by `rule`, `rank` unless no_rank), then returns NCCL's result
-/// of `fn(send, recv, count, type, args..., comm, stream)`; count is recv's for reduce_scatter, else send's.
+/// Checks a call, then issues `fn(send, recv, count, type, args..., comm, stream)` (count: recv's for reduce_scatter).
 template <bool Writes, class Send, class Recv, class Fn, class... Args>
 status issue(const char* api, const char* nccl_call, Fn fn, const communicator& comm, Send& send, Recv& recv,
              stream_ref s, extents rule, int rank, Args... args) noexcept {
@@ -223,53 +208,44 @@ status issue(const char* api, const char* nccl_call, Fn fn, const communicator& 
 
 /// Sums (or `op`s) `send` of every rank into `recv` of every rank (ncclAllReduce); extents must match; `send` and
 /// `recv` may be the same view. Errors: invalid_argument, extents_mismatch, NCCL errors.
-template <class Send, class Recv>
-  requires detail::device_views<Send, Recv>
+template <detail::device_view Send, detail::device_view Recv>
 [[nodiscard]] status all_reduce(const communicator& comm, Send&& send, Recv&& recv, reduce_op op,
                                 stream_ref s) noexcept {
   return detail::issue<true>("nccl::all_reduce", "ncclAllReduce", ncclAllReduce, comm, send, recv, s,
                              detail::extents::equal, detail::no_rank, ncclRedOp_t(op));
 }
 /// all_reduce in place: `data` of every rank becomes the reduction.
-template <class Data>
-  requires detail::device_views<Data>
+template <detail::device_view Data>
 [[nodiscard]] status all_reduce(const communicator& comm, Data&& data, reduce_op op, stream_ref s) noexcept {
   return all_reduce(comm, data, data, op, s);
 }
-/// Copies `send` of rank `root` (read there only) into `recv` of every rank (ncclBroadcast); extents must match.
-/// Errors: as all_reduce; out_of_range (root).
-template <class Send, class Recv>
-  requires detail::device_views<Send, Recv>
+/// Copies rank `root`'s `send` to all ranks' `recv` (ncclBroadcast, same extents). Errors: as all_reduce; out_of_range.
+template <detail::device_view Send, detail::device_view Recv>
 [[nodiscard]] status broadcast(const communicator& comm, Send&& send, Recv&& recv, int root, stream_ref s) noexcept {
   return detail::issue<true>("nccl::broadcast", "ncclBroadcast", ncclBroadcast, comm, send, recv, s,
                              detail::extents::equal, root, root);
 }
 /// Reduces `send` (ranks * recv.size()); rank r gets block r in `recv` (ncclReduceScatter). Errors: as all_reduce.
-template <class Send, class Recv>
-  requires detail::device_views<Send, Recv>
+template <detail::device_view Send, detail::device_view Recv>
 [[nodiscard]] status reduce_scatter(const communicator& comm, Send&& send, Recv&& recv, reduce_op op,
                                     stream_ref s) noexcept {
   return detail::issue<true>("nccl::reduce_scatter", "ncclReduceScatter", ncclReduceScatter, comm, send, recv, s,
                              detail::extents::send_ranks_times, detail::no_rank, ncclRedOp_t(op));
 }
 /// Gathers rank r's `send` into block r of every `recv` (ranks * send.size(); ncclAllGather). Errors: as all_reduce.
-template <class Send, class Recv>
-  requires detail::device_views<Send, Recv>
+template <detail::device_view Send, detail::device_view Recv>
 [[nodiscard]] status all_gather(const communicator& comm, Send&& send, Recv&& recv, stream_ref s) noexcept {
   return detail::issue<true>("nccl::all_gather", "ncclAllGather", ncclAllGather, comm, send, recv, s,
                              detail::extents::recv_ranks_times, detail::no_rank);
 }
-/// Sends `data` to rank `peer`, which receives as many elements (ncclSend; in one group with the matching
-/// receive when both ranks send). Errors: invalid_argument, out_of_range (peer), NCCL errors.
-template <class Data>
-  requires detail::device_views<Data>
+/// Sends `data` to rank `peer` (ncclSend; group it with a receive). Errors: invalid_argument, out_of_range, NCCL.
+template <detail::device_view Data>
 [[nodiscard]] status send(const communicator& comm, Data&& data, int peer, stream_ref s) noexcept {
   const auto call = [](const void* in, const void*, auto... rest) { return ncclSend(in, rest...); };
   return detail::issue<false>("nccl::send", "ncclSend", call, comm, data, data, s, detail::extents::any, peer, peer);
 }
 /// Receives `data.size()` elements from rank `peer` into `data` (ncclRecv). Errors: as send.
-template <class Data>
-  requires detail::device_views<Data>
+template <detail::device_view Data>
 [[nodiscard]] status receive(const communicator& comm, Data&& data, int peer, stream_ref s) noexcept {
   const auto call = [](const void*, void* out, auto... rest) { return ncclRecv(out, rest...); };
   return detail::issue<true>("nccl::receive", "ncclRecv", call, comm, data, data, s, detail::extents::any, peer, peer);

@@ -1,15 +1,11 @@
 // SPDX-License-Identifier: MIT
 /// \file
 /// Thrust on cudamem memory and streams: temporary storage from a device resource (by default the stream's), an
-/// execution policy on a stream, and device spans as Thrust iterators.
+/// execution policy on a stream, and device spans as Thrust iterators. Optional, nvcc only (elsewhere it declares
+/// nothing). Thrust reports errors by throwing, and so does this allocator: the one place cudamem throws.
 ///
-///     thrust_allocator(stream_ref s [, resource_ref<device> r])    r defaults to allocator_for(s)
-///     thrust_policy(stream_ref s [, resource_ref<device> r])       thrust::cuda::par_nosync(allocator).on(s)
-///     to_thrust(device_span<T>) -> thrust::device_ptr<T>;  thrust_begin / thrust_end
-///     from_thrust(thrust::device_ptr<T>, count, device_id) -> device_span<T>
-///
-/// Optional, nvcc only (Thrust's CUDA backend needs it): elsewhere it declares nothing. Thrust reports errors by
-/// throwing, and so does this allocator (thrust's bad_alloc): the one place cudamem throws.
+///     thrust_allocator(s [, resource]), thrust_policy(s [, resource])   par_nosync on s; resource: allocator_for(s)
+///     to_thrust(device_span<T>), thrust_begin, thrust_end, from_thrust(thrust::device_ptr<T>, count, device_id)
 #pragma once
 
 #include <cudamem/registry.hpp>
@@ -26,8 +22,7 @@
 
 namespace cudamem {
 
-/// A Thrust allocator of bytes from a device resource, ordered on a stream without synchronizing. The resource must
-/// outlive it.
+/// A Thrust allocator of bytes from a device resource (which must outlive it), ordered on a stream; no synchronizing.
 class thrust_allocator {
  public:
   using value_type = char;  ///< Thrust allocates temporary storage as bytes
@@ -36,8 +31,7 @@ class thrust_allocator {
   /// Allocates from `resource`, on `s`.
   thrust_allocator(stream_ref s, resource_ref<device> resource) noexcept : stream_(s), resource_(resource) {}
 
-  /// `bytes` bytes, 256-byte aligned. Throws thrust::system::detail::bad_alloc when the resource fails (without
-  /// exceptions: prints the message and aborts).
+  /// `bytes` bytes, 256-byte aligned. Throws thrust's bad_alloc if the resource fails (no exceptions: prints, aborts).
   char* allocate(std::ptrdiff_t bytes) {
     auto got = resource_.allocate(stream_, static_cast<std::size_t>(bytes), 256);
     if (!got) fail(got.error());
