@@ -110,9 +110,10 @@ using host_span = span<T, host>;  ///< A view of pageable host memory.
 template <class T>
 using managed_span = span<T, managed>;  ///< A view of managed memory.
 
-/// Deduces `span<T, host>` from a host container or array.
+/// Deduces `span<T, host>` from a host container.
 template <class Range>
 span(Range&) -> span<std::remove_reference_t<decltype(*std::declval<Range&>().data())>, host>;
+/// Deduces `span<T, host>` from a host array.
 template <class T, std::size_t N>
 span(T (&)[N]) -> span<T, host>;
 
