@@ -1051,7 +1051,6 @@ class device_guard {
 #include <cstddef>
 #include <cstdint>
 #include <mutex>
-#include <utility>
 #include <vector>
 
 namespace cudamem {
@@ -1093,32 +1092,29 @@ inline status refuse_capture(cudaStream_t handle, const char* api, const char* w
 }
 
 /// Counts stream objects taking or giving up handles: CUDA reuses them, so handle-keyed state rechecks on a change.
-/// `owned` lists live stream objects' (handle, cudaStreamGetId), taken off under `lock` before a handle is given up.
+/// `owned` lists live stream objects' handles, each taken off under `lock` before it is destroyed or given up.
 struct CUDAMEM_DETAIL_PROCESS_WIDE streams_disowned {
   std::atomic<std::uint64_t> count{0};
   std::mutex lock;
-  std::vector<std::pair<cudaStream_t, unsigned long long>> owned;
+  std::vector<cudaStream_t> owned;
 };
 inline std::atomic<std::uint64_t>& disowned_count() noexcept { return process_wide<streams_disowned>().count; }
-/// Lists a stream object's handle as owned (begins = true) or takes it off; a handle CUDA gives no id is not listed.
+/// Lists a stream object's handle as owned (`begins`) or takes it off. No CUDA call: tests adopt made-up handles.
 inline void own_stream(cudaStream_t handle, bool begins) noexcept {
   streams_disowned& streams = process_wide<streams_disowned>();
   {
     const std::lock_guard<std::mutex> lock(streams.lock);
-    auto& owned = streams.owned;
-    std::erase_if(owned, [&](const auto& entry) { return entry.first == handle; });
-    unsigned long long id = 0;
-    if (const auto get_id = driver().stream_get_id; begins && get_id != nullptr && get_id(handle, &id) == CUDA_SUCCESS)
-      owned.emplace_back(handle, id);
+    std::erase(streams.owned, handle);
+    if (begins) streams.owned.push_back(handle);
   }
   streams.count.fetch_add(1, std::memory_order_acq_rel);
 }
-/// Calls `f()` while a stream object owns `handle` as stream `id`, which then cannot end; false when none does.
+/// Calls `f()` while a stream object owns `handle`, which then stays valid; false when none does.
 template <class F>
-bool while_owned(cudaStream_t handle, unsigned long long id, F&& f) noexcept {
+bool while_owned(cudaStream_t handle, F&& f) noexcept {
   streams_disowned& streams = process_wide<streams_disowned>();
   const std::lock_guard<std::mutex> lock(streams.lock);
-  return std::ranges::find(streams.owned, std::pair{handle, id}) != streams.owned.end() && f();
+  return std::ranges::find(streams.owned, handle) != streams.owned.end() && f();
 }
 struct stream_handle {  // what a stream owns; a moved-from stream holds invalid_stream()
   using type = cudaStream_t;
@@ -3413,12 +3409,17 @@ struct cuda_stream_order {
     }
     return check(record_event(m, s.get()), api, "cudaEventRecord");
   }
-  /// As mark(), on stream `id` at `handle`, if a stream object owns it (it cannot end meanwhile) and it is not
-  /// capturing (the record would join the capture); false if not, or if CUDA refused (the release handler hears).
+  /// As mark(), on stream `id` at `handle`, if a stream object owns it (it cannot end meanwhile), it is still stream
+  /// `id` and it is not capturing (the record would join the capture); false if not, or if CUDA refused (the release
+  /// handler hears).
   bool mark_live(marker& m, int device, cudaStream_t handle, std::uint64_t id) const noexcept {
-    return while_owned(handle, id, [&] {
+    return while_owned(handle, [&] {
+      unsigned long long now = 0;
       CUstreamCaptureStatus capture{};
-      if (!driver_capture_status(handle, capture) || capture != CU_STREAM_CAPTURE_STATUS_NONE) return false;
+      const auto get_id = driver().stream_get_id;
+      if (get_id == nullptr || get_id(handle, &now) != CUDA_SUCCESS || now != id ||
+          !driver_capture_status(handle, capture) || capture != CU_STREAM_CAPTURE_STATUS_NONE)
+        return false;
       const status marked = mark(m, device, stream_ref::from_native_handle(handle, device_id(device)));
       if (!marked) report_release_failure(marked.error());
       return marked.has_value();

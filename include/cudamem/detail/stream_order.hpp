@@ -96,12 +96,17 @@ struct cuda_stream_order {
     }
     return check(record_event(m, s.get()), api, "cudaEventRecord");
   }
-  /// As mark(), on stream `id` at `handle`, if a stream object owns it (it cannot end meanwhile) and it is not
-  /// capturing (the record would join the capture); false if not, or if CUDA refused (the release handler hears).
+  /// As mark(), on stream `id` at `handle`, if a stream object owns it (it cannot end meanwhile), it is still stream
+  /// `id` and it is not capturing (the record would join the capture); false if not, or if CUDA refused (the release
+  /// handler hears).
   bool mark_live(marker& m, int device, cudaStream_t handle, std::uint64_t id) const noexcept {
-    return while_owned(handle, id, [&] {
+    return while_owned(handle, [&] {
+      unsigned long long now = 0;
       CUstreamCaptureStatus capture{};
-      if (!driver_capture_status(handle, capture) || capture != CU_STREAM_CAPTURE_STATUS_NONE) return false;
+      const auto get_id = driver().stream_get_id;
+      if (get_id == nullptr || get_id(handle, &now) != CUDA_SUCCESS || now != id ||
+          !driver_capture_status(handle, capture) || capture != CU_STREAM_CAPTURE_STATUS_NONE)
+        return false;
       const status marked = mark(m, device, stream_ref::from_native_handle(handle, device_id(device)));
       if (!marked) report_release_failure(marked.error());
       return marked.has_value();
