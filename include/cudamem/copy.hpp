@@ -44,8 +44,9 @@ constexpr void check_copy_types() {
   static_assert(!std::is_const_v<T>, "cudamem::copy: dst is a view of const elements");
 }
 /// A checked copy between two operands, synchronous (`s` null) or ordered on `*s`.
-inline status copy_operands(const operand& dst, const operand& src, std::size_t elem_size, cudaMemcpyKind direction,
-                            const stream_ref* s, const char* api) noexcept {
+[[gnu::always_inline]] inline status copy_operands(const operand& dst, const operand& src, std::size_t elem_size,
+                                                   cudaMemcpyKind direction, const stream_ref* s,
+                                                   const char* api) noexcept {
   plan p;
   CUDAMEM_TRY(plan_copy(p, dst, src, elem_size, direction, api));
   return s != nullptr ? run_async(p, *s, api) : run_sync(p, api);

@@ -2193,8 +2193,8 @@ struct region {
 
 /// Checks operand `role` ("dst", "src") into `r`: sizes fit std::size_t and the address space, not null with elements,
 /// rows within the pitch. Filled in place: returning a region costs more in store-to-load stalls than the checks.
-inline status check_operand(const operand& o, std::size_t elem_size, const char* role, const char* api,
-                            region& r) noexcept {
+[[gnu::always_inline]] inline status check_operand(const operand& o, std::size_t elem_size, const char* role,
+                                                   const char* api, region& r) noexcept {
   auto row_bytes = bytes_of(o.width, elem_size, api);
   if (!row_bytes) return row_bytes.error();
   r.addr = const_cast<void*>(o.addr);  // member by member: no temporary region to copy
@@ -2253,20 +2253,11 @@ inline status check_pitch_limits(const plan& p, const char* api) noexcept {
   return {};
 }
 
-/// Checks a copy into `p`: extents (a 1D operand matches a 2D one of as many elements), each operand, overlap of the
-/// footprints (unified addressing: addresses decide; conservative for interleaved rows), the pitch limit.
-inline status plan_copy(plan& p, const operand& dst, const operand& src, std::size_t elem_size,
-                        cudaMemcpyKind direction, const char* api) noexcept {
-  if (dst.height != src.height) [[unlikely]] {  // operands by reference: copying them stalls the common case
-    operand d = dst, s = src;
-    for (auto [flat, shaped] : {std::pair{&d, &s}, std::pair{&s, &d}})
-      if (flat->height == 1 && shaped->height > 1 && flat->width % shaped->height == 0 &&
-          flat->width / shaped->height == shaped->width && steppable(shaped->width, elem_size))
-        *flat = {flat->addr, shaped->width, shaped->height, shaped->width * elem_size, flat->device, flat->kind};
-    if (d.height == s.height) return plan_copy(p, d, s, elem_size, direction, api);
-  }
-  if (dst.width != src.width || dst.height != src.height)
-    return dst.height == 1 && src.height == 1
+// plan_copy for operands of equal heights.
+[[gnu::always_inline]] inline status plan_shaped(plan& p, const operand& dst, const operand& src, std::size_t elem_size,
+                                                 cudaMemcpyKind direction, const char* api) noexcept {
+  if (dst.width != src.width)
+    return dst.height == 1
                ? error(errc::extents_mismatch, api, "extents differ (dst %zu, src %zu)", dst.width, src.width)
                : error(errc::extents_mismatch, api, "extents differ (dst %zu x %zu, src %zu x %zu)", dst.width,
                        dst.height, src.width, src.height);
@@ -2281,9 +2272,33 @@ inline status plan_copy(plan& p, const operand& dst, const operand& src, std::si
   return p.flat() || p.pageable() ? status() : check_pitch_limits(p, api);  // the call only for 2D
 }
 
+// plan_copy of a 1D operand against a 2D one: the 1D one takes the 2D one's shape when it has as many elements.
+[[gnu::noinline]] inline status plan_reshaped(plan& p, const operand& dst, const operand& src, std::size_t elem_size,
+                                              cudaMemcpyKind direction, const char* api) noexcept {
+  operand d = dst, s = src;
+  for (auto [flat, shaped] : {std::pair{&d, &s}, std::pair{&s, &d}})
+    if (flat->height == 1 && shaped->height > 1 && flat->width % shaped->height == 0 &&
+        flat->width / shaped->height == shaped->width && steppable(shaped->width, elem_size))
+      *flat = {flat->addr, shaped->width, shaped->height, shaped->width * elem_size, flat->device, flat->kind};
+  if (d.height != s.height)
+    return error(errc::extents_mismatch, api, "extents differ (dst %zu x %zu, src %zu x %zu)", dst.width, dst.height,
+                 src.width, src.height);
+  return plan_shaped(p, d, s, elem_size, direction, api);
+}
+
+/// Checks a copy into `p`: extents (a 1D operand matches a 2D one of as many elements), each operand, overlap of the
+/// footprints (unified addressing: addresses decide; conservative for interleaved rows), the pitch limit. Inline,
+/// so that a 1D copy's planning folds to a handful of checks.
+[[gnu::always_inline]] inline status plan_copy(plan& p, const operand& dst, const operand& src, std::size_t elem_size,
+                                               cudaMemcpyKind direction, const char* api) noexcept {
+  if (dst.height != src.height) [[unlikely]]
+    return plan_reshaped(p, dst, src, elem_size, direction, api);
+  return plan_shaped(p, dst, src, elem_size, direction, api);
+}
+
 /// Checks a fill of every byte of `dst` with `value` into `p`.
-inline status plan_fill(plan& p, const operand& dst, std::size_t elem_size, unsigned char value,
-                        const char* api) noexcept {
+[[gnu::always_inline]] inline status plan_fill(plan& p, const operand& dst, std::size_t elem_size, unsigned char value,
+                                               const char* api) noexcept {
   p.fill = true;
   p.value = value;
   CUDAMEM_TRY(check_operand(dst, elem_size, "dst", api, p.dst));
@@ -2605,8 +2620,9 @@ constexpr void check_copy_types() {
   static_assert(!std::is_const_v<T>, "cudamem::copy: dst is a view of const elements");
 }
 /// A checked copy between two operands, synchronous (`s` null) or ordered on `*s`.
-inline status copy_operands(const operand& dst, const operand& src, std::size_t elem_size, cudaMemcpyKind direction,
-                            const stream_ref* s, const char* api) noexcept {
+[[gnu::always_inline]] inline status copy_operands(const operand& dst, const operand& src, std::size_t elem_size,
+                                                   cudaMemcpyKind direction, const stream_ref* s,
+                                                   const char* api) noexcept {
   plan p;
   CUDAMEM_TRY(plan_copy(p, dst, src, elem_size, direction, api));
   return s != nullptr ? run_async(p, *s, api) : run_sync(p, api);
