@@ -3718,6 +3718,7 @@ class caching_pool {
     }
     return cache_marking(st, p, cls, s);
   }
+  // cache() where the stream has no lists yet, was asked to mark or has retired.
   [[gnu::noinline]] bool cache_marking(stream_state& st, void* p, detail::size_class cls, stream_ref s) noexcept {
     status marked;
     {
@@ -3844,6 +3845,7 @@ class caching_pool {
     }
     return take_own_marking(st, cls, s);
   }
+  // take_own() where the stream was asked to mark: records its event first.
   [[gnu::noinline]] void* take_own_marking(stream_state& st, detail::size_class cls, stream_ref s) noexcept {
     status marked;
     void* address = nullptr;
