@@ -451,13 +451,18 @@ class caching_pool {
   void wait_for_cached() noexcept {
     std::vector<std::tuple<stream_state*, std::uint64_t, bool, marker>> waits;  // frees covered, by device?, event
     std::vector<int> devices, synced;
+    std::vector<error> failures;  // of records, reported with no stream's lock held
     for (auto& held : states_) {
       stream_state& st = *held;
       const std::lock_guard<detail::spin_lock> st_lock(st.lock);
       const std::uint64_t cached = newest(st);
-      if (cached > st.recorded && !st.retired && order_.mark_live(st.event, st.device, st.handle, st.id)) {
-        st.demanded = false;
-        st.recorded = st.frees;
+      if (cached > st.recorded && !st.retired) {
+        if (auto marked = order_.mark_live(st.event, st.device, st.handle, st.id); !marked) {
+          failures.push_back(marked.error());
+        } else if (*marked) {
+          st.demanded = false;
+          st.recorded = st.frees;
+        }
       }
       if (cached > st.recorded) {
         waits.emplace_back(&st, st.frees, true, st.event);
@@ -466,6 +471,8 @@ class caching_pool {
         waits.emplace_back(&st, st.recorded, false, st.event);
       }
     }
+    for (const error& failure : failures)
+      if (failure.cuda_status() != cudaErrorCudartUnloading) report_release_failure(failure);
     for (int device : devices)
       if (order_.wait_device(device)) synced.push_back(device);
     for (const auto& [st, upto, by_device, event] : waits) {

@@ -53,29 +53,34 @@ inline status refuse_capture(cudaStream_t handle, const char* api, const char* w
 }
 
 /// Counts stream objects taking or giving up handles: CUDA reuses them, so handle-keyed state rechecks on a change.
-/// `owned` lists live stream objects' handles, each taken off under `lock` before it is destroyed or given up.
 struct CUDAMEM_DETAIL_PROCESS_WIDE streams_disowned {
   std::atomic<std::uint64_t> count{0};
+};
+inline std::atomic<std::uint64_t>& disowned_count() noexcept { return process_wide<streams_disowned>().count; }
+/// Live stream objects' handles, each taken off under `lock` before it is destroyed or given up. Its own type, so that
+/// a library built before it existed, sharing the process, leaves its streams unlisted rather than its layout mixed.
+struct CUDAMEM_DETAIL_PROCESS_WIDE streams_owned {
   std::mutex lock;
   std::vector<cudaStream_t> owned;
 };
-inline std::atomic<std::uint64_t>& disowned_count() noexcept { return process_wide<streams_disowned>().count; }
 /// Lists a stream object's handle as owned (`begins`) or takes it off. No CUDA call: tests adopt made-up handles.
 inline void own_stream(cudaStream_t handle, bool begins) noexcept {
-  streams_disowned& streams = process_wide<streams_disowned>();
+  streams_owned& streams = process_wide<streams_owned>();
   {
     const std::lock_guard<std::mutex> lock(streams.lock);
     std::erase(streams.owned, handle);
     if (begins) streams.owned.push_back(handle);
   }
-  streams.count.fetch_add(1, std::memory_order_acq_rel);
+  disowned_count().fetch_add(1, std::memory_order_acq_rel);
 }
-/// Calls `f()` while a stream object owns `handle`, which then stays valid; false when none does.
+/// Calls `f()` while a stream object owns `handle`, which then stays valid; false when none does. `f` must not create,
+/// destroy or release a stream object, nor report to the release handler (whose code might).
 template <class F>
-bool while_owned(cudaStream_t handle, F&& f) noexcept {
-  streams_disowned& streams = process_wide<streams_disowned>();
+auto while_owned(cudaStream_t handle, F&& f) noexcept -> decltype(f()) {
+  streams_owned& streams = process_wide<streams_owned>();
   const std::lock_guard<std::mutex> lock(streams.lock);
-  return std::ranges::find(streams.owned, handle) != streams.owned.end() && f();
+  if (std::ranges::find(streams.owned, handle) == streams.owned.end()) return false;
+  return f();
 }
 struct stream_handle {  // what a stream owns; a moved-from stream holds invalid_stream()
   using type = cudaStream_t;

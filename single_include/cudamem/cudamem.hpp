@@ -1092,29 +1092,34 @@ inline status refuse_capture(cudaStream_t handle, const char* api, const char* w
 }
 
 /// Counts stream objects taking or giving up handles: CUDA reuses them, so handle-keyed state rechecks on a change.
-/// `owned` lists live stream objects' handles, each taken off under `lock` before it is destroyed or given up.
 struct CUDAMEM_DETAIL_PROCESS_WIDE streams_disowned {
   std::atomic<std::uint64_t> count{0};
+};
+inline std::atomic<std::uint64_t>& disowned_count() noexcept { return process_wide<streams_disowned>().count; }
+/// Live stream objects' handles, each taken off under `lock` before it is destroyed or given up. Its own type, so that
+/// a library built before it existed, sharing the process, leaves its streams unlisted rather than its layout mixed.
+struct CUDAMEM_DETAIL_PROCESS_WIDE streams_owned {
   std::mutex lock;
   std::vector<cudaStream_t> owned;
 };
-inline std::atomic<std::uint64_t>& disowned_count() noexcept { return process_wide<streams_disowned>().count; }
 /// Lists a stream object's handle as owned (`begins`) or takes it off. No CUDA call: tests adopt made-up handles.
 inline void own_stream(cudaStream_t handle, bool begins) noexcept {
-  streams_disowned& streams = process_wide<streams_disowned>();
+  streams_owned& streams = process_wide<streams_owned>();
   {
     const std::lock_guard<std::mutex> lock(streams.lock);
     std::erase(streams.owned, handle);
     if (begins) streams.owned.push_back(handle);
   }
-  streams.count.fetch_add(1, std::memory_order_acq_rel);
+  disowned_count().fetch_add(1, std::memory_order_acq_rel);
 }
-/// Calls `f()` while a stream object owns `handle`, which then stays valid; false when none does.
+/// Calls `f()` while a stream object owns `handle`, which then stays valid; false when none does. `f` must not create,
+/// destroy or release a stream object, nor report to the release handler (whose code might).
 template <class F>
-bool while_owned(cudaStream_t handle, F&& f) noexcept {
-  streams_disowned& streams = process_wide<streams_disowned>();
+auto while_owned(cudaStream_t handle, F&& f) noexcept -> decltype(f()) {
+  streams_owned& streams = process_wide<streams_owned>();
   const std::lock_guard<std::mutex> lock(streams.lock);
-  return std::ranges::find(streams.owned, handle) != streams.owned.end() && f();
+  if (std::ranges::find(streams.owned, handle) == streams.owned.end()) return false;
+  return f();
 }
 struct stream_handle {  // what a stream owns; a moved-from stream holds invalid_stream()
   using type = cudaStream_t;
@@ -3426,19 +3431,18 @@ struct cuda_stream_order {
     return check(record_event(m, s.get()), api, "cudaEventRecord");
   }
   /// As mark(), on stream `id` at `handle`, if a stream object owns it (it cannot end meanwhile), it is still stream
-  /// `id` and it is not capturing (the record would join the capture); false if not, or if CUDA refused (the release
-  /// handler hears).
-  bool mark_live(marker& m, int device, cudaStream_t handle, std::uint64_t id) const noexcept {
-    return while_owned(handle, [&] {
+  /// `id` and it is not capturing (the record would join the capture): true once recorded, false where not. Errors:
+  /// CUDA's, for the caller to report with no lock held.
+  result<bool> mark_live(marker& m, int device, cudaStream_t handle, std::uint64_t id) const noexcept {
+    return while_owned(handle, [&]() -> result<bool> {
       unsigned long long now = 0;
       CUstreamCaptureStatus capture{};
       const auto get_id = driver().stream_get_id;
       if (get_id == nullptr || get_id(handle, &now) != CUDA_SUCCESS || now != id ||
           !driver_capture_status(handle, capture) || capture != CU_STREAM_CAPTURE_STATUS_NONE)
         return false;
-      const status marked = mark(m, device, stream_ref::from_native_handle(handle, device_id(device)));
-      if (!marked) report_release_failure(marked.error());
-      return marked.has_value();
+      CUDAMEM_TRY(mark(m, device, stream_ref::from_native_handle(handle, device_id(device))));
+      return true;
     });
   }
   /// Whether the last record of `m` is done; an error counts as not done (the block stays where it is).
@@ -3922,13 +3926,18 @@ class caching_pool {
   void wait_for_cached() noexcept {
     std::vector<std::tuple<stream_state*, std::uint64_t, bool, marker>> waits;  // frees covered, by device?, event
     std::vector<int> devices, synced;
+    std::vector<error> failures;  // of records, reported with no stream's lock held
     for (auto& held : states_) {
       stream_state& st = *held;
       const std::lock_guard<detail::spin_lock> st_lock(st.lock);
       const std::uint64_t cached = newest(st);
-      if (cached > st.recorded && !st.retired && order_.mark_live(st.event, st.device, st.handle, st.id)) {
-        st.demanded = false;
-        st.recorded = st.frees;
+      if (cached > st.recorded && !st.retired) {
+        if (auto marked = order_.mark_live(st.event, st.device, st.handle, st.id); !marked) {
+          failures.push_back(marked.error());
+        } else if (*marked) {
+          st.demanded = false;
+          st.recorded = st.frees;
+        }
       }
       if (cached > st.recorded) {
         waits.emplace_back(&st, st.frees, true, st.event);
@@ -3937,6 +3946,8 @@ class caching_pool {
         waits.emplace_back(&st, st.recorded, false, st.event);
       }
     }
+    for (const error& failure : failures)
+      if (failure.cuda_status() != cudaErrorCudartUnloading) report_release_failure(failure);
     for (int device : devices)
       if (order_.wait_device(device)) synced.push_back(device);
     for (const auto& [st, upto, by_device, event] : waits) {

@@ -59,6 +59,7 @@ struct fake_world {
   std::set<std::uint64_t> busy;
   std::set<std::uint64_t> capturing;
   std::set<std::uint64_t> owned;  // streams a live stream object owns
+  bool refuse_marks = false;      // mark() fails as CUDA would refuse a record
   int marks = 0, waits = 0, device_waits = 0, destroyed = 0;
   std::atomic<int> id_queries{0};
   std::mutex mutex;
@@ -89,17 +90,19 @@ struct fake_order {
   result<int> device(stream_ref, const char*) const noexcept { return 0; }
   status mark(marker& m, int, stream_ref s) const noexcept {
     const std::lock_guard<std::mutex> lock(world->mutex);
+    if (world->refuse_marks) return error(cudaErrorInvalidResourceHandle, "caching_pool", "cudaEventRecord");
     m = world->ids.at(s.get());
     world->pending[m] = world->busy.count(m) != 0;
     ++world->marks;
     return {};
   }
-  bool mark_live(marker& m, int device, cudaStream_t handle, std::uint64_t id) const noexcept {
+  result<bool> mark_live(marker& m, int device, cudaStream_t handle, std::uint64_t id) const noexcept {
     {
       const std::lock_guard<std::mutex> lock(world->mutex);
       if (!world->owned.count(id) || world->capturing.count(id)) return false;
     }
-    return mark(m, device, stream_ref::from_native_handle(handle, device_id(0))).has_value();
+    CUDAMEM_TRY(mark(m, device, stream_ref::from_native_handle(handle, device_id(0))));
+    return true;
   }
   bool passed(marker m) const noexcept {
     const std::lock_guard<std::mutex> lock(world->mutex);
@@ -345,6 +348,46 @@ TEST_CASE_METHOD(pool_fixture, "release waits for a live stream object's blocks 
   CHECK(pool.statistics().bytes_reserved == 0);
 }
 
+int refused_records = 0;
+void count_refused(const error& e) noexcept { refused_records += e.cuda_status() == cudaErrorInvalidResourceHandle; }
+
+TEST_CASE_METHOD(pool_fixture, "a record release() makes and CUDA refuses is reported once, and the device waits",
+                 "[pool]") {
+  const stream_ref owned = world.stream(0x1000, 81);
+  world.owned.insert(81);
+  void* p = *pool.allocate(owned, 256, 8);
+  pool.deallocate(owned, p, 256, 8);
+  world.refuse_marks = true;
+  refused_records = 0;
+  const release_handler previous = set_release_handler(&count_refused);
+  pool.release();
+  (void)set_release_handler(previous);
+  world.refuse_marks = false;
+  CHECK(refused_records == 1);
+  CHECK(world.device_waits == 1);  // the block still went back, after the device
+  CHECK(upstream.live.empty());
+}
+
+TEST_CASE("stream objects list their handles while they own them", "[pool][streams]") {
+  const auto handle = reinterpret_cast<cudaStream_t>(std::uintptr_t{0xa000});
+  const auto listed = [&] { return detail::while_owned(handle, [] { return true; }); };
+  CHECK_FALSE(listed());
+  auto first = stream::adopt(handle, device_id(0));
+  REQUIRE(first);
+  CHECK(listed());
+  stream moved = std::move(*first);  // the handle stays owned, by another object
+  CHECK(listed());
+  CHECK(moved.release() == handle);
+  CHECK_FALSE(listed());
+  auto again = stream::adopt(handle, device_id(0));
+  auto twice = stream::adopt(handle, device_id(0));  // two owners of one handle (a misuse): listed once
+  CHECK(listed());
+  (void)again->release();
+  CHECK_FALSE(listed());  // taken off with the first: the pool then waits for the device, which is safe
+  (void)twice->release();
+  CHECK_FALSE(listed());
+}
+
 TEST_CASE("out of memory: the pool gives back its cache and retries once", "[pool]") {
   fake_world world;
   fake_upstream upstream;
@@ -369,7 +412,12 @@ TEST_CASE("out of memory: the pool gives back its cache and retries once", "[poo
 }
 
 TEST_CASE_METHOD(pool_fixture, "a caching pool refuses bad input cleanly", "[pool]") {
-  const stream_ref a = world.stream(0x1000, 51);
+  const bool from_object = GENERATE(false, true);  // a raw reference, or a stream object's the pool has confirmed
+  const stream_ref raw = world.stream(0x1000, 51);
+  auto owner = stream::adopt(raw.get(), device_id(0));
+  const stream_ref a = from_object ? owner->ref() : raw;
+  pool.deallocate(a, *pool.allocate(a, 64, 8), 64, 8);  // confirms it
+  CHECK(pool.statistics().upstream_allocations == 1);
   auto zero = pool.allocate(a, 0, 8);
   REQUIRE(zero);
   CHECK(*zero == nullptr);
@@ -387,13 +435,22 @@ TEST_CASE_METHOD(pool_fixture, "a caching pool refuses bad input cleanly", "[poo
   auto captured = pool.allocate(a, 64, 8);
   REQUIRE_FALSE(captured);
   CHECK(captured.error().code() == errc::capture_active);
-  CHECK(upstream.allocations == 0);
+  CHECK(upstream.allocations == 1);
   CHECK(pool.statistics().blocks_in_use == 0);
+  (void)owner->release();
 }
 
 TEST_CASE_METHOD(pool_fixture, "the caching pool is thread-safe: no block is ever held twice", "[pool][concurrent]") {
+  const bool from_objects = GENERATE(false, true);  // raw references, or stream objects' (the inline path)
   std::vector<stream_ref> streams;
-  for (std::uintptr_t i = 0; i < 8; ++i) streams.push_back(world.stream(0x1000 * (i + 1), 100 + i));
+  std::vector<stream> owners;
+  for (std::uintptr_t i = 0; i < 8; ++i) {
+    streams.push_back(world.stream(0x1000 * (i + 1), 100 + i));
+    if (from_objects) {
+      owners.push_back(*stream::adopt(streams.back().get(), device_id(0)));
+      streams.back() = owners.back().ref();
+    }
+  }
   std::mutex held_mutex;
   std::set<void*> held;  // blocks handed out and not yet freed, across all threads
   std::atomic<int> failures{0}, twice{0};
@@ -436,6 +493,7 @@ TEST_CASE_METHOD(pool_fixture, "the caching pool is thread-safe: no block is eve
   pool.release();
   CHECK(upstream.live.empty());
   CHECK(pool.statistics().bytes_reserved == 0);
+  for (stream& owner : owners) (void)owner.release();
 }
 
 TEST_CASE_METHOD(pool_fixture, "a new stream whose first call is a free starts with nothing of the old stream's",

@@ -97,19 +97,18 @@ struct cuda_stream_order {
     return check(record_event(m, s.get()), api, "cudaEventRecord");
   }
   /// As mark(), on stream `id` at `handle`, if a stream object owns it (it cannot end meanwhile), it is still stream
-  /// `id` and it is not capturing (the record would join the capture); false if not, or if CUDA refused (the release
-  /// handler hears).
-  bool mark_live(marker& m, int device, cudaStream_t handle, std::uint64_t id) const noexcept {
-    return while_owned(handle, [&] {
+  /// `id` and it is not capturing (the record would join the capture): true once recorded, false where not. Errors:
+  /// CUDA's, for the caller to report with no lock held.
+  result<bool> mark_live(marker& m, int device, cudaStream_t handle, std::uint64_t id) const noexcept {
+    return while_owned(handle, [&]() -> result<bool> {
       unsigned long long now = 0;
       CUstreamCaptureStatus capture{};
       const auto get_id = driver().stream_get_id;
       if (get_id == nullptr || get_id(handle, &now) != CUDA_SUCCESS || now != id ||
           !driver_capture_status(handle, capture) || capture != CU_STREAM_CAPTURE_STATUS_NONE)
         return false;
-      const status marked = mark(m, device, stream_ref::from_native_handle(handle, device_id(device)));
-      if (!marked) report_release_failure(marked.error());
-      return marked.has_value();
+      CUDAMEM_TRY(mark(m, device, stream_ref::from_native_handle(handle, device_id(device))));
+      return true;
     });
   }
   /// Whether the last record of `m` is done; an error counts as not done (the block stays where it is).
