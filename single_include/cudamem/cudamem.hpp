@@ -3715,8 +3715,7 @@ class caching_pool {
     {
       const std::lock_guard<detail::spin_lock> lock(st.lock);
       if (!st.retired && st.lists && !st.demanded) [[likely]] {
-        st.lists[cls.index].push_back(block{p, ++st.frees});
-        st.in_use(0 - cls.bytes, std::size_t(0) - 1);
+        push_own(st, p, cls);
         return true;
       }
     }
@@ -3729,8 +3728,7 @@ class caching_pool {
       const std::lock_guard<detail::spin_lock> lock(st.lock);
       if (st.retired) return false;
       if (!st.lists) st.lists = std::make_unique<std::vector<block>[]>(detail::size_classes);
-      st.lists[cls.index].push_back(block{p, ++st.frees});
-      st.in_use(0 - cls.bytes, std::size_t(0) - 1);
+      push_own(st, p, cls);
       if (st.demanded) marked = mark(st, s);
     }
     if (!marked) report_release_failure(marked.error());
@@ -3861,7 +3859,12 @@ class caching_pool {
     if (!marked) report_release_failure(marked.error());
     return address;
   }
-  // Under st.lock.
+  // Caches `p` as the newest block of class `cls` on `st`. Under st.lock, its lists made.
+  static void push_own(stream_state& st, void* p, detail::size_class cls) noexcept {
+    st.lists[cls.index].push_back(block{p, ++st.frees});
+    st.in_use(0 - cls.bytes, std::size_t(0) - 1);
+  }
+  // The newest block of class `cls` on `st`, or null. Under st.lock.
   static void* pop_own(stream_state& st, detail::size_class cls) noexcept {
     if (!st.lists || st.lists[cls.index].empty()) return nullptr;
     void* address = st.lists[cls.index].back().address;
