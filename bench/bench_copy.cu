@@ -10,7 +10,7 @@
 //              cudaMemcpy returns before the bytes have landed (pageable H2D, D2D, memset), the raw
 //              side also synchronizes, since cudamem's synchronous forms complete before they
 //              return; a context row shows the bare call too.
-// Every row warms up first, then runs raw and cudamem trials interleaved (A B A B ...) so that
+// Every row warms up first, then runs raw and cudamem trials in pairs of alternating order (A B, B A, ...) so that
 // clock and thermal drift falls on both alike, and compares the medians. See bench/README.md.
 // Exits 77 when there is no CUDA device.
 
@@ -242,6 +242,7 @@ int main(int argc, char** argv) {
 
   // One non-blocking stream for every stream-ordered row, raw and cudamem alike.
   const auto stream = take(cudamem::stream::create(), "stream::create");
+  pin_to_current_cpu();  // no thread of this benchmark starts after it
   std::vector<row> rows;
   host_cost_rows(rows, opt, stream);
   bandwidth_rows(rows, opt, stream);

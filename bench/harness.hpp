@@ -6,6 +6,7 @@
 
 #include <cudamem/cudamem.hpp>
 
+#include <sched.h>
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
@@ -30,7 +31,7 @@ struct options {
   std::size_t bytes = std::size_t{1} << 30;           // bandwidth rows
   std::size_t pageable_bytes = std::size_t{256} << 20;  // the synchronous pageable row
   int reps = 21;      // timed trials per side, bandwidth rows (odd: the median is one trial)
-  int batches = 51;   // timed batches per side, host-cost rows
+  int batches = 101;  // timed batches per side, host-cost rows
   int calls = 1000;   // enqueues per batch; the stream is synchronized after each batch
   int warmups = 3;    // untimed trials per side before the timed ones
   const char* json_path = nullptr;
@@ -43,7 +44,7 @@ void print_usage(std::FILE* out) {
                "  --bytes N           size of the bandwidth rows (default 1G = 1<<30; suffixes K, M, G are binary)\n"
                "  --pageable-bytes N  size of the pageable synchronous row (default 256M)\n"
                "  --reps N            timed trials per side of each bandwidth row (default 21)\n"
-               "  --batches N         timed batches per side of each host-cost row (default 51)\n"
+               "  --batches N         timed batches per side of each host-cost row (default 101)\n"
                "  --calls N           calls per host-cost batch (default 1000)\n"
                "  --warmups N         untimed trials per side before timing (default 3)\n"
                "  --quick             small sizes and few trials, for a smoke run (explicit options win)\n"
@@ -205,8 +206,9 @@ struct row {
   }
 };
 
-// Runs `warmups` untimed trials of each side, then `count` timed trials interleaved raw, cudamem,
-// raw, cudamem, ... Each trial returns the value the row reports.
+// Runs `warmups` untimed trials of each side, then `count` timed pairs, the order of each pair alternating (raw
+// cudamem, cudamem raw, ...) so that neither side always runs first after the other. Each trial returns the value
+// the row reports.
 template <class RawTrial, class LibTrial>
 std::pair<stats, stats> interleaved(int warmups, int count, RawTrial&& raw_trial, LibTrial&& lib_trial) {
   for (int i = 0; i < warmups; ++i) {
@@ -217,8 +219,13 @@ std::pair<stats, stats> interleaved(int warmups, int count, RawTrial&& raw_trial
   raw.reserve(static_cast<std::size_t>(count));
   lib.reserve(static_cast<std::size_t>(count));
   for (int i = 0; i < count; ++i) {
-    raw.push_back(raw_trial());
-    lib.push_back(lib_trial());
+    if (i % 2 == 0) {
+      raw.push_back(raw_trial());
+      lib.push_back(lib_trial());
+    } else {
+      lib.push_back(lib_trial());
+      raw.push_back(raw_trial());
+    }
   }
   return {summarize(std::move(raw)), summarize(std::move(lib))};
 }
@@ -415,6 +422,17 @@ int visible_devices() {
     return 0;
   }
   return count;
+}
+
+// Keeps the timing thread on the CPU it runs on, so that a migration does not land in one side's batch. Called once
+// CUDA is initialized: the driver's own threads, started with the context, keep their affinity.
+void pin_to_current_cpu() {
+  const int cpu = sched_getcpu();
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (cpu >= 0) CPU_SET(cpu, &set);
+  if (cpu < 0 || sched_setaffinity(0, sizeof set, &set) != 0) std::printf("(the timing thread is not pinned)\n");
+  else std::printf("timing thread pinned to CPU %d\n", cpu);
 }
 
 // The table, the summary and (with --json) the JSON file of a finished run.
