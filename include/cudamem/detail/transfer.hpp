@@ -229,20 +229,38 @@ inline status run_sync(const plan& p, const char* api) noexcept {
   return check(cudaStreamSynchronize(cudaStreamLegacy), api, "cudaStreamSynchronize");
 }
 
-/// Enqueues a plan on `s`. Does not synchronize.
-inline status run_async(const plan& p, stream_ref s, const char* api) noexcept {
-  if (!s.valid()) [[unlikely]]
-    return handle_moved_from(api, "stream");
+// run_async's failures: `done` failed; pool memory is mapped only where its device (or one given access) is current,
+// and CUDA refuses the transfer with invalid-value while another device is. Retry once with the stream's device
+// current.
+[[gnu::cold, gnu::noinline]] inline status retry_async(const plan& p, stream_ref s, const char* api,
+                                                       const status& done) noexcept {
+  if (done.error() != cudaErrorInvalidValue) return done;
+  auto device = s.device();
+  auto guard = device ? device_guard::set(*device) : result<device_guard>(device.error());
+  return guard && guard->previous() != *device ? enqueue(p, s, api) : done;
+}
+
+// run_async of what it does not inline: a moved-from stream, nothing to do, 2D, peers.
+[[gnu::noinline]] inline status run_async_general(const plan& p, stream_ref s, const char* api) noexcept {
+  if (!s.valid()) return handle_moved_from(api, "stream");
   if (p.dst.empty()) return {};
   status done = enqueue(p, s, api);
   if (done) [[likely]]
     return {};  // not `done`: copying a status copies its whole error
-  if (done.error() != cudaErrorInvalidValue) return done;
-  // Pool memory is mapped only where its device (or one given access) is current: CUDA refuses the copy with
-  // invalid-value while another device is. Retry once with the stream's device current; the hot path pays nothing.
-  auto device = s.device();
-  auto guard = device ? device_guard::set(*device) : result<device_guard>(device.error());
-  return guard && guard->previous() != *device ? enqueue(p, s, api) : done;
+  return retry_async(p, s, api, done);
+}
+
+/// Enqueues a plan on `s`. Does not synchronize. A contiguous copy or fill within a device or with the host is its one
+/// CUDA call, inline: no status is built unless it fails.
+[[gnu::always_inline]] inline status run_async(const plan& p, stream_ref s, const char* api) noexcept {
+  if (!s.valid() || p.dst.empty() || !p.flat() || p.peer()) [[unlikely]]
+    return run_async_general(p, s, api);
+  const std::size_t bytes = p.dst.row_bytes * p.dst.rows;
+  const cudaError_t code = p.fill ? cudaMemsetAsync(p.dst.addr, p.value, bytes, s.get())
+                                  : cudaMemcpyAsync(p.dst.addr, p.src.addr, bytes, p.direction, s.get());
+  if (code == cudaSuccess) [[likely]]
+    return {};
+  return retry_async(p, s, api, check(code, api, p.fill ? "cudaMemsetAsync" : "cudaMemcpyAsync"));
 }
 
 }  // namespace cudamem::detail
