@@ -117,7 +117,8 @@ inline status check_pitch_limits(const plan& p, const char* api) noexcept {
   const auto to = reinterpret_cast<std::uintptr_t>(p.dst.addr), from = reinterpret_cast<std::uintptr_t>(p.src.addr);
   if (to < from + p.src.footprint && from < to + p.dst.footprint)
     return error(errc::overlap, api, "source and destination overlap");
-  return p.flat() || p.pageable() ? status() : check_pitch_limits(p, api);  // the call only for 2D
+  // One row is flat: known at compile time for 1D views, where the pitch check then folds away.
+  return dst.height == 1 || p.flat() || p.pageable() ? status() : check_pitch_limits(p, api);
 }
 
 // plan_copy of a 1D operand against a 2D one: the 1D one takes the 2D one's shape when it has as many elements.
@@ -150,7 +151,7 @@ inline status check_pitch_limits(const plan& p, const char* api) noexcept {
   p.fill = true;
   p.value = value;
   CUDAMEM_TRY(check_operand(dst, elem_size, "dst", api, p.dst));
-  return p.flat() || p.pageable() ? status() : check_pitch_limits(p, api);  // an empty dst is flat
+  return dst.height == 1 || p.flat() || p.pageable() ? status() : check_pitch_limits(p, api);  // empty: flat
 }
 
 /// The 2D copy kernel, set by the first translation unit nvcc compiles with cudamem (detail/copy2d.hpp), else null:
