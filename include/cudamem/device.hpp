@@ -97,11 +97,9 @@ class device_guard {
   [[nodiscard]] static result<device_guard> set(device_id id) noexcept {
     int previous = 0;
     CUDAMEM_TRY(detail::check(cudaGetDevice(&previous), "device_guard::set", "cudaGetDevice"));
-    if (previous != id.get()) {
-      CUDAMEM_TRY(detail::check_device(id, "device_guard::set"));
-      CUDAMEM_TRY(detail::check(cudaSetDevice(id.get()), "device_guard::set", "cudaSetDevice"));
-    }
-    return device_guard(previous, previous != id.get());
+    if (previous == id.get()) return device_guard(previous, false);
+    if (auto made = set_current_device(id); !made) return made.error().with_api("device_guard::set");
+    return device_guard(previous, true);
   }
   /// A guard that keeps the current device and restores nothing. Errors: CUDA errors (no device, no driver).
   [[nodiscard]] static result<device_guard> keep_current() noexcept {

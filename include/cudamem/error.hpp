@@ -71,7 +71,7 @@ class error {
               cudaGetErrorString(status)) {}
   /// Misuse caught by the library function `api` (null reads "cudamem"), described printf-style.
   [[gnu::format(printf, 4, 5), gnu::cold]] error(errc code, const char* api, const char* fmt, ...) noexcept
-      : domain_(error_domain::library), code_(code), native_(static_cast<int>(code)) {
+      : domain_(error_domain::library), native_(static_cast<int>(code)) {
     if (api == nullptr) api = "cudamem";
     start(api, api);
     std::va_list args;
@@ -83,11 +83,7 @@ class error {
   /// `api` (may be null), with its `name` and `description` (may be null): "api: call: name: description".
   [[gnu::cold]] error(error_domain domain, int native_code, const char* api, const char* call, const char* name,
                       const char* description) noexcept
-      : domain_(domain),
-        code_(domain == error_domain::cuda   ? errc::cuda
-              : domain == error_domain::nccl ? errc::nccl
-                                             : static_cast<errc>(native_code)),
-        native_(native_code) {
+      : domain_(domain), native_(native_code) {
     if (call == nullptr) call = "?";
     start(api, call);
     append("%s", call);
@@ -96,7 +92,10 @@ class error {
   }
   [[nodiscard]] error_domain domain() const noexcept { return domain_; }  ///< Who reported it: library, cuda, nccl.
   [[nodiscard]] int native_code() const noexcept { return native_; }  ///< Its cudaError_t, ncclResult_t or errc.
-  [[nodiscard]] errc code() const noexcept { return code_; }  ///< errc::cuda, errc::nccl, or what cudamem caught.
+  /// errc::cuda, errc::nccl, or what cudamem caught (the native code).
+  [[nodiscard]] errc code() const noexcept {
+    return domain_ == error_domain::cuda ? errc::cuda : domain_ == error_domain::nccl ? errc::nccl : errc(native_);
+  }
   /// The CUDA status, or cudaSuccess when CUDA did not report the error.
   [[nodiscard]] cudaError_t cuda_status() const noexcept {
     return domain_ == error_domain::cuda ? static_cast<cudaError_t>(native_) : cudaSuccess;
@@ -125,7 +124,7 @@ class error {
   friend bool operator==(const error& a, const error& b) noexcept {
     return a.domain_ == b.domain_ && a.native_ == b.native_;
   }
-  friend bool operator==(const error& e, errc code) noexcept { return e.code_ == code; }  ///< True when code() is.
+  friend bool operator==(const error& e, errc code) noexcept { return e.code() == code; }  ///< True when code() is.
   /// True when CUDA reported `status`: `if (e == cudaErrorMemoryAllocation)`.
   friend bool operator==(const error& e, cudaError_t status) noexcept {
     return e.domain_ == error_domain::cuda && e.native_ == static_cast<int>(status);
@@ -158,7 +157,6 @@ class error {
   error_domain domain_;
   bool has_api_ = false;
   unsigned short detail_offset_ = 0;  // where the message continues after "api: "
-  errc code_;
   int native_;
   std::size_t length_ = 0;
   char api_[max_name + 1] = {};

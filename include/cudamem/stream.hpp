@@ -57,8 +57,7 @@ struct CUDAMEM_DETAIL_PROCESS_WIDE streams_disowned {
   std::atomic<std::uint64_t> count{0};
 };
 inline std::atomic<std::uint64_t>& disowned_count() noexcept { return process_wide<streams_disowned>().count; }
-/// Live stream objects' handles, each taken off under `lock` before it is destroyed or given up. Its own type, so that
-/// a library built before it existed, sharing the process, leaves its streams unlisted rather than its layout mixed.
+/// Live stream objects' handles, each taken off under `lock` before it is destroyed or given up (docs/decisions.md).
 struct CUDAMEM_DETAIL_PROCESS_WIDE streams_owned {
   std::mutex lock;
   std::vector<cudaStream_t> owned;

@@ -1,7 +1,6 @@
 // SPDX-License-Identifier: MIT
-// cudamem: hot-path stream and event queries through the driver (about 15 ns on an H200 host; the runtime's about 60),
-// loaded at run time so that nothing links libcuda. A wrapper makes the runtime call, for its error, when the driver
-// does not answer. The current device stays the runtime's business (not the driver's current context). Internal.
+// cudamem: hot-path stream and event queries through driver entry points loaded at run time (nothing links libcuda);
+// the runtime call, for its error, where the driver does not answer. Why: docs/decisions.md. Internal.
 #pragma once
 
 #include <cudamem/detail/config.hpp>

@@ -6,11 +6,7 @@
 #include <new>
 #include <type_traits>
 
-#if defined(__GNUC__) || defined(__clang__)
-#define CUDAMEM_DETAIL_PROCESS_WIDE __attribute__((visibility("default")))
-#else
-#define CUDAMEM_DETAIL_PROCESS_WIDE
-#endif
+#define CUDAMEM_DETAIL_PROCESS_WIDE __attribute__((visibility("default")))  // GCC and Clang, as everywhere in cudamem
 
 namespace cudamem::detail {
 /// The one `State` of the process: made on first use (thread-safe), never destroyed, of one layout in every library.
