@@ -41,11 +41,7 @@ class peer_links {
 namespace detail {
 /// Both devices exist, differ and lie in the registry. Errors: as can_access_peer.
 inline status check_peer_pair(device_id accessor, device_id owner, const char* api) noexcept {
-  auto count = device_count();
-  if (!count) return count.error().with_api(api);
-  for (device_id id : {accessor, owner})
-    if (id.get() < 0 || id.get() >= *count)
-      return error(errc::out_of_range, api, "device %d out of range (%d devices)", id.get(), *count);
+  for (device_id id : {accessor, owner}) CUDAMEM_TRY(check_device(id, api));
   if (accessor == owner) return error(errc::invalid_argument, api, "device %d cannot be its own peer", owner.get());
   if (!peer_table::in_table(accessor) || !peer_table::in_table(owner))
     return error(errc::not_supported, api, "peer access is tracked for devices 0 to %d", peer_table::max_devices - 1);
@@ -56,26 +52,13 @@ inline result<bool> read_can_access(device_id accessor, device_id owner, const c
   CUDAMEM_TRY(check(cudaDeviceCanAccessPeer(&can, accessor.get(), owner.get()), api, "cudaDeviceCanAccessPeer"));
   return can != 0;
 }
-
-/// The owner's default pool and the accessor as a location; null pool where the owner has no pools.
-struct pool_access {
-  cudaMemPool_t pool = nullptr;
-  cudaMemLocation accessor{};
-};
-inline result<pool_access> default_pool_of(device_id accessor, device_id owner, const char* api) noexcept {
-  auto pools = cached_attribute<cudaDevAttrMemoryPoolsSupported>(owner, api);
-  if (!pools) return pools.error();
-  pool_access found{nullptr, {cudaMemLocationTypeDevice, accessor.get()}};
-  if (*pools != 0)
-    CUDAMEM_TRY(check(cudaDeviceGetDefaultMemPool(&found.pool, owner.get()), api, "cudaDeviceGetDefaultMemPool"));
-  return found;
-}
-inline cudaError_t set_pool_access(const pool_access& where, unsigned char flags) noexcept {
-  const cudaMemAccessDesc desc{where.accessor, static_cast<cudaMemAccessFlags>(flags)};
-  return cudaMemPoolSetAccess(where.pool, &desc, 1);
+inline cudaError_t set_pool_access(cudaMemPool_t pool, device_id accessor, unsigned char flags) noexcept {
+  const cudaMemAccessDesc desc{{cudaMemLocationTypeDevice, accessor.get()}, static_cast<cudaMemAccessFlags>(flags)};
+  return cudaMemPoolSetAccess(pool, &desc, 1);
 }
 
-/// The registry's switch-on, all or nothing: peer access (borrowed if on), then read-write access to the owner's pool.
+/// The registry's switch-on, all or nothing: peer access (borrowed if on), then read-write access to the owner's
+/// default pool (a device without pools has none), whose handle the entry keeps for the switch-off.
 inline status switch_peer_on(device_id accessor, device_id owner, peer_entry& entry) noexcept {
   constexpr const char* api = "peer_access::enable";
   auto can = read_can_access(accessor, owner, api);
@@ -83,8 +66,11 @@ inline status switch_peer_on(device_id accessor, device_id owner, peer_entry& en
   if (!*can)
     return error(errc::not_supported, api, "device %d cannot reach device %d's memory (no peer path)", accessor.get(),
                  owner.get());
-  auto pool = default_pool_of(accessor, owner, api);
-  if (!pool) return pool.error();
+  auto pools = cached_attribute<cudaDevAttrMemoryPoolsSupported>(owner, api);
+  if (!pools) return pools.error();
+  cudaMemPool_t pool = nullptr;
+  if (*pools != 0)
+    CUDAMEM_TRY(check(cudaDeviceGetDefaultMemPool(&pool, owner.get()), api, "cudaDeviceGetDefaultMemPool"));
   auto current = device_guard::set(accessor);  // cudaDeviceEnablePeerAccess opens the current device's view
   if (!current) return current.error().with_api(api);
   const cudaError_t enabled = cudaDeviceEnablePeerAccess(owner.get(), 0);
@@ -92,12 +78,12 @@ inline status switch_peer_on(device_id accessor, device_id owner, peer_entry& en
   else CUDAMEM_TRY(check(enabled, api, "cudaDeviceEnablePeerAccess"));
   entry.switched_access = enabled == cudaSuccess;
   cudaMemAccessFlags before = cudaMemAccessFlagsProtNone;
+  cudaMemLocation location{cudaMemLocationTypeDevice, accessor.get()};
   status opened;
-  if (pool->pool != nullptr)
-    opened = check(cudaMemPoolGetAccess(&before, pool->pool, &pool->accessor), api, "cudaMemPoolGetAccess");
-  entry.switched_pool = opened && pool->pool != nullptr && before != cudaMemAccessFlagsProtReadWrite;
-  if (entry.switched_pool)
-    opened = check(set_pool_access(*pool, cudaMemAccessFlagsProtReadWrite), api, "cudaMemPoolSetAccess");
+  if (pool != nullptr) opened = check(cudaMemPoolGetAccess(&before, pool, &location), api, "cudaMemPoolGetAccess");
+  entry.opened_pool = opened && before != cudaMemAccessFlagsProtReadWrite ? pool : nullptr;
+  if (entry.opened_pool != nullptr)
+    opened = check(set_pool_access(pool, accessor, cudaMemAccessFlagsProtReadWrite), api, "cudaMemPoolSetAccess");
   if (!opened && entry.switched_access) (void)cudaDeviceDisablePeerAccess(owner.get());
   entry.pool_flags_before = static_cast<unsigned char>(before);
   return opened;
@@ -105,17 +91,14 @@ inline status switch_peer_on(device_id accessor, device_id owner, peer_entry& en
 
 /// The registry's switch-off: undoes what switch_peer_on recorded; failures (not access already off) are reported.
 inline void switch_peer_off(device_id accessor, device_id owner, const peer_entry& entry) noexcept {
-  const auto report = [](const error& failure) {  // as check_release: nothing once the runtime has unloaded
-    if (failure != cudaErrorCudartUnloading) report_release_failure(failure);
-  };
-  if (entry.switched_pool) {
-    auto pool = default_pool_of(accessor, owner, "peer_access::~peer_access");
-    if (!pool) report(pool.error());
-    else check_release(set_pool_access(*pool, entry.pool_flags_before), "cudaMemPoolSetAccess");
-  }
+  if (entry.opened_pool != nullptr)
+    check_release(set_pool_access(entry.opened_pool, accessor, entry.pool_flags_before), "cudaMemPoolSetAccess");
   if (!entry.switched_access) return;
   auto current = device_guard::set(accessor);
-  if (!current) return report(current.error());
+  if (!current) {
+    if (current.error() != cudaErrorCudartUnloading) report_release_failure(current.error());  // as check_release
+    return;
+  }
   const cudaError_t disabled = cudaDeviceDisablePeerAccess(owner.get());
   if (disabled == cudaErrorPeerAccessNotEnabled) (void)cudaGetLastError();
   else check_release(disabled, "cudaDeviceDisablePeerAccess");
@@ -125,12 +108,12 @@ inline constexpr peer_switch cuda_peer_switch{&switch_peer_on, &switch_peer_off}
 
 struct peer_guard_handle {  // what a peer_access owns: one count of a pair in the registry
   struct type {
-    int accessor = cudaInvalidDeviceId, owner = cudaInvalidDeviceId;
+    device_id accessor = device_id(cudaInvalidDeviceId), owner = device_id(cudaInvalidDeviceId);
     friend bool operator==(type, type) noexcept = default;
   };
   static type empty() noexcept { return {}; }
   static void release(type pair) noexcept {
-    process_wide<peer_table>().release(device_id(pair.accessor), device_id(pair.owner), cuda_peer_switch);
+    process_wide<peer_table>().release(pair.accessor, pair.owner, cuda_peer_switch);
   }
 };
 }  // namespace detail
@@ -183,13 +166,13 @@ class peer_access {
     return peer_access(accessor, owner);
   }
   /// The device that reaches the memory; cudaInvalidDeviceId after a move.
-  [[nodiscard]] device_id accessor() const noexcept { return device_id(pair_.get().accessor); }
+  [[nodiscard]] device_id accessor() const noexcept { return pair_.get().accessor; }
   /// The device whose memory is reached; cudaInvalidDeviceId after a move.
-  [[nodiscard]] device_id owner() const noexcept { return device_id(pair_.get().owner); }
+  [[nodiscard]] device_id owner() const noexcept { return pair_.get().owner; }
   [[nodiscard]] bool valid() const noexcept { return pair_.valid(); }  ///< False after a move.
 
  private:
-  peer_access(device_id accessor, device_id owner) noexcept : pair_({accessor.get(), owner.get()}) {}
+  peer_access(device_id accessor, device_id owner) noexcept : pair_({accessor, owner}) {}
   detail::unique_handle<detail::peer_guard_handle> pair_;
 };
 

@@ -37,10 +37,9 @@ class pitched_span {
       : data_(first), width_(width), height_(height), pitch_(pitch_bytes) {}
   /// The same elements, with const added or pinned widened to host (implicit; never the reverse).
   template <class U, class K2>
-    requires(std::is_convertible_v<U (*)[], T (*)[]> && kind_convertible<K2, Kind> &&
-             !(std::is_same_v<U, T> && std::is_same_v<K2, Kind>))
+    requires(std::is_convertible_v<ptr<U, K2>, pointer> && !std::is_same_v<pitched_span<U, K2>, pitched_span>)
   CUDAMEM_HD constexpr pitched_span(pitched_span<U, K2> other) noexcept
-      : data_(other.data()), width_(other.width()), height_(other.height()), pitch_(other.pitch_bytes()) {}
+      : pitched_span(other.data(), other.width(), other.height(), other.pitch_bytes()) {}
 
   CUDAMEM_HD constexpr pointer data() const noexcept { return data_; }               ///< The first element.
   CUDAMEM_HD constexpr std::size_t width() const noexcept { return width_; }         ///< Elements per row.
@@ -157,27 +156,25 @@ class pitched_buffer {
   /// `height` rows of `width` elements (device, managed: on the current device) from the kind's default resource,
   /// padded as cudaMallocPitch (host, pinned: 512 bytes). Synchronous; empty for 0. Errors: as buffer::allocate.
   [[nodiscard]] static result<pitched_buffer> allocate(std::size_t width, std::size_t height) noexcept {
-    return make(width, height, on_device ? current_device() : device_id::host(), false,
-                [&](std::size_t count) { return storage::allocate(count); });
+    return make(width, height, on_device ? current_device() : device_id::host());
   }
   /// As allocate(width, height), on device `id` (the current device stays).
   [[nodiscard]] static result<pitched_buffer> allocate(std::size_t width, std::size_t height, device_id id) noexcept
     requires on_device
   {
-    return make(width, height, id, false, [&](std::size_t count) { return storage::allocate(count, id); });
+    return make(width, height, id, id);
   }
   /// Rows ordered on `s`, on its device, as buffer::allocate(count, s) (device memory: not synchronizing, capturable;
   /// rows padded to cudaDevAttrTexturePitchAlignment). Errors: as buffer::allocate(count, s).
   [[nodiscard]] static result<pitched_buffer> allocate(std::size_t width, std::size_t height, stream_ref s) noexcept {
-    if constexpr (std::is_same_v<Kind, cudamem::device>) return allocate(width, height, s, allocator_for(s));
-    else return allocate(width, height, s, default_resource<Kind>(true));
+    if (!s.valid()) return detail::handle_moved_from(api, "stream");
+    return make(width, height, on_device ? s.device() : device_id::host(), s);
   }
   /// As allocate(width, height, s), from `resource`. Errors: also whatever the resource reports.
   [[nodiscard]] static result<pitched_buffer> allocate(std::size_t width, std::size_t height, stream_ref s,
                                                        resource_ref<Kind> resource) noexcept {
     if (!s.valid()) return detail::handle_moved_from(api, "stream");
-    return make(width, height, on_device ? s.device() : device_id::host(), true,
-                [&](std::size_t count) { return storage::allocate(count, s, resource); });
+    return make(width, height, on_device ? s.device() : device_id::host(), s, resource);
   }
 
   /// Takes over the memory of `other`, which is left empty.
@@ -226,10 +223,12 @@ class pitched_buffer {
   pitched_buffer(storage rows, std::size_t width, std::size_t height, std::size_t pitch) noexcept
       : rows_(std::move(rows)), width_(width), height_(height), pitch_(pitch) {}
 
-  // Rows padded as cudaMallocPitch pads them (stream-ordered: cudaDevAttrTexturePitchAlignment; host: 512 bytes).
-  template <class Take>
+  // Rows on `where`, padded as cudaMallocPitch pads them (stream-ordered: cudaDevAttrTexturePitchAlignment; host: 512
+  // bytes), from buffer::allocate(count, args...): the overload of the caller's arguments.
+  template <class... Args>
   static result<pitched_buffer> make(std::size_t width, std::size_t height, result<device_id> where,
-                                     bool stream_ordered, Take&& take) noexcept {
+                                     Args... args) noexcept {
+    constexpr bool stream_ordered = (std::is_same_v<Args, stream_ref> || ...);
     if (!where) return where.error().with_api(api);
     std::size_t step = 512;
     if constexpr (on_device) {
@@ -248,7 +247,7 @@ class pitched_buffer {
     pitch = pitch / step * step;
     auto total = detail::bytes_of(height, pitch, api);
     if (!total) return total.error();
-    auto rows = take(*total / sizeof(T) + (*total % sizeof(T) != 0));
+    auto rows = storage::allocate(*total / sizeof(T) + (*total % sizeof(T) != 0), args...);
     if (!rows) return rows.error().with_api(api);
     return pitched_buffer(std::move(*rows), width, height, pitch);
   }

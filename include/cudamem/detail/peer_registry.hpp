@@ -13,9 +13,9 @@ namespace cudamem::detail {
 /// One pair: the guards held, and what the first guard switched on itself (what was on before stays on).
 struct peer_entry {
   unsigned guards = 0;
-  bool switched_access = false;          // peer access (cudaDeviceEnablePeerAccess)
-  bool switched_pool = false;            // access to the owner's default memory pool (cudaMemPoolSetAccess)
-  unsigned char pool_flags_before = 0;   // the pool access it had before, restored by the last guard
+  bool switched_access = false;         // peer access (cudaDeviceEnablePeerAccess)
+  cudaMemPool_t opened_pool = nullptr;  // the owner's default pool, opened to the accessor (cudaMemPoolSetAccess)
+  unsigned char pool_flags_before = 0;  // the accessor's access to it before, restored by the last guard
 };
 
 /// How a pair is switched, under the lock: `on` switches on what is off and records it (on error: nothing changed);
