@@ -312,7 +312,7 @@ class [[nodiscard]] result<void> : public detail::result_base<result<void>> {
   result() noexcept : has_value_(true) {}  ///< Success.
   explicit result(std::in_place_t) noexcept : has_value_(true) {}  ///< Success, as std::expected's.
   /// A failure holding `failure`; implicit, so that a function can `return error(...)`.
-  result(const cudamem::error& failure) noexcept : error_(failure), has_value_(false) {}
+  result(const cudamem::error& failure) noexcept : has_value_(false), error_(failure) {}
   result(unexpect_t, const cudamem::error& failure) noexcept : result(failure) {}  ///< A failure, as std::expected's.
   result& operator=(const cudamem::error& failure) noexcept { return *this = result(failure); }  ///< Holds `failure`.
   void emplace() noexcept { has_value_ = true; }  ///< Success from now on (drops the error).
@@ -327,11 +327,11 @@ class [[nodiscard]] result<void> : public detail::result_base<result<void>> {
   }
 
  private:
+  bool has_value_;  // first: a success is written and tested in the first cache line of a 400-byte status
   union {
     char none_ = 0;
     cudamem::error error_;
   };
-  bool has_value_;
 };
 
 /// A T or an error: a subset of std::expected<T, error> without exceptions (value() on an error aborts; the
@@ -356,7 +356,7 @@ class CUDAMEM_DETAIL_NODISCARD_RESULT result : public detail::result_base<result
   // The constructors, assignments and emplace are std::expected's, with the same constraints.
   result() noexcept(std::is_nothrow_default_constructible_v<T>)
     requires std::is_default_constructible_v<T>
-      : value_(), has_value_(true) {}  ///< A success holding T().
+      : has_value_(true), value_() {}  ///< A success holding T().
   result(const result& other) noexcept(std::is_nothrow_copy_constructible_v<T>)
     requires std::is_copy_constructible_v<T>
       : result(detail::from_result_t{}, other) {}  ///< A copy of `other`'s value or error.
@@ -378,18 +378,18 @@ class CUDAMEM_DETAIL_NODISCARD_RESULT result : public detail::result_base<result
              std::is_constructible_v<T, U> &&
              !(std::is_same_v<std::remove_cv_t<T>, bool> && detail::is_result<std::remove_cvref_t<U>>))
   explicit(!std::is_convertible_v<U, T>) result(U&& value) noexcept(std::is_nothrow_constructible_v<T, U>)
-      : value_(std::forward<U>(value)), has_value_(true) {}
+      : has_value_(true), value_(std::forward<U>(value)) {}
   /// A success holding T(args...), made in place.
   template <class... Args>
     requires std::is_constructible_v<T, Args...>
   explicit result(std::in_place_t, Args&&... args) noexcept(std::is_nothrow_constructible_v<T, Args...>)
-      : value_(std::forward<Args>(args)...), has_value_(true) {}
+      : has_value_(true), value_(std::forward<Args>(args)...) {}
   template <class V, class... Args>
     requires std::is_constructible_v<T, std::initializer_list<V>&, Args...>
   explicit result(std::in_place_t, std::initializer_list<V> list, Args&&... args)
-      : value_(list, std::forward<Args>(args)...), has_value_(true) {}  ///< \overload
+      : has_value_(true), value_(list, std::forward<Args>(args)...) {}  ///< \overload
   /// A failure holding `failure`; implicit, so that a function can `return error(...)`.
-  result(const cudamem::error& failure) noexcept : error_(failure), has_value_(false) {}
+  result(const cudamem::error& failure) noexcept : has_value_(false), error_(failure) {}
   result(unexpect_t, const cudamem::error& failure) noexcept : result(failure) {}  ///< A failure, as std::expected's.
   ~result() { has_value_ ? value_.~T() : void(); }  ///< Destroys the value, if any.
   /// Assigns like to like, else destroys and makes; if making T throws, this keeps what it held.
@@ -491,7 +491,7 @@ class CUDAMEM_DETAIL_NODISCARD_RESULT result : public detail::result_base<result
   }
   template <class F, class Self>
   result(detail::from_invoke_t, F&& f, Self&& self)
-      : value_(result::on_value(std::forward<Self>(self), std::forward<F>(f))), has_value_(true) {}
+      : has_value_(true), value_(result::on_value(std::forward<Self>(self), std::forward<F>(f))) {}
   void check_value() const noexcept { this->check(true, true, "result::value()"); }
   void assert_value() const noexcept { this->check(true, false, "result::operator*"); }
   template <class U>
@@ -521,11 +521,11 @@ class CUDAMEM_DETAIL_NODISCARD_RESULT result : public detail::result_base<result
     ::new (__builtin_addressof(value_)) T(std::forward<Args>(args)...);
     has_value_ = true;
   }
+  bool has_value_;  // first, as status's
   union {
     T value_;
     cudamem::error error_;
   };
-  bool has_value_;
 };
 
 /// What a fallible operation that produces no value returns: success, or an error.
