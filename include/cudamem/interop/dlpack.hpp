@@ -47,7 +47,6 @@ class dlpack_tensor {
 };
 
 namespace detail {
-/// DLPack's data type of T, at compile time.
 template <class T>
 consteval DLDataType dlpack_dtype() noexcept {
   using U = std::remove_cv_t<T>;

@@ -45,7 +45,6 @@ template <class T, memory_kind Kind>
 }
 
 namespace detail {
-// An mdspan whose data handle is a plain T* and whose layout has strides.
 template <class MD, std::size_t Rank>
 concept plain_strided_mdspan = MD::rank() == Rank && MD::is_always_strided() &&
                                std::is_same_v<typename MD::data_handle_type, typename MD::element_type*>;
