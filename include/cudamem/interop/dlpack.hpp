@@ -6,9 +6,7 @@
 ///   to_dlpack(span | pitched_span | std::move(buffer | pitched_buffer))   result<dlpack_tensor>; an owner's tensor
 ///     frees it; span_from_dlpack<T, K>(tensor), pitched_from_dlpack<T, K>(tensor)   checked: result<view>
 ///   dlpack_tensor   owns a DLManagedTensor*; adopt(DLManagedTensor*), get(), release(), explicit operator bool
-///
-/// Kinds map to device types: device -> kDLCUDA, pinned -> kDLCUDAHost, managed -> kDLCUDAManaged, host -> kDLCPU
-/// (device_id 0 but for device). Shape and strides count elements. T: integers but bool, float, double, or no compile.
+/// How kinds and element types map, and what an import checks: docs/interop.md.
 #pragma once
 
 #include <cudamem/detail/strided_rows.hpp>
@@ -49,7 +47,6 @@ class dlpack_tensor {
 };
 
 namespace detail {
-/// DLPack's data type of T, at compile time.
 template <class T>
 consteval DLDataType dlpack_dtype() noexcept {
   using U = std::remove_cv_t<T>;
@@ -78,10 +75,10 @@ result<dlpack_tensor> export_tensor(ptr<T, Kind> first, int ndim, const std::siz
     std::int64_t shape[2], strides[2];
     std::remove_cvref_t<Owner> owner;
   };
-  auto* kept = new (std::nothrow) holder{{}, {}, {}, std::forward<Owner>(owner)};
+  const auto i64 = [](std::size_t n) { return static_cast<std::int64_t>(n); };
+  auto* kept = new (std::nothrow)
+      holder{{}, {i64(shape[0]), i64(shape[1])}, {i64(strides[0]), i64(strides[1])}, std::forward<Owner>(owner)};
   if (kept == nullptr) return error(errc::out_of_memory, "to_dlpack", "out of host memory for the tensor");
-  for (int d = 0; d < ndim; ++d)
-    kept->shape[d] = static_cast<std::int64_t>(shape[d]), kept->strides[d] = static_cast<std::int64_t>(strides[d]);
   const int device_ordinal = std::is_same_v<Kind, device> ? first.device().get() : 0;
   kept->tensor.dl_tensor = {
       const_cast<std::remove_cv_t<T>*>(first.get()),  // DLPack has no const data

@@ -45,43 +45,35 @@ template <class T, memory_kind Kind>
 }
 
 namespace detail {
-template <class K>  // host and pinned memory are on device_id::host()
-concept kind_without_device = std::is_same_v<K, host> || std::is_same_v<K, pinned>;
-// An mdspan whose data handle is a plain T* and whose layout has strides.
 template <class MD, std::size_t Rank>
 concept plain_strided_mdspan = MD::rank() == Rank && MD::is_always_strided() &&
                                std::is_same_v<typename MD::data_handle_type, typename MD::element_type*>;
+/// The `id` a conversion back defaults to: device_id::host() for host and pinned memory; other kinds name theirs.
+template <memory_kind Kind>
+  requires std::is_same_v<Kind, host> || std::is_same_v<Kind, pinned>
+CUDAMEM_HD constexpr device_id host_id() noexcept {
+  return device_id::host();
+}
 }  // namespace detail
 
 /// The elements of a 1D mdspan of kind Kind on `id` (as the caller asserts). Errors: invalid_argument (stride != 1).
 template <memory_kind Kind, class MD>
   requires detail::plain_strided_mdspan<MD, 1>
-[[nodiscard]] result<span<typename MD::element_type, Kind>> to_span(const MD& md, device_id id) noexcept {
+[[nodiscard]] result<span<typename MD::element_type, Kind>> to_span(const MD& md,
+                                                                    device_id id = detail::host_id<Kind>()) noexcept {
   auto row = detail::rows_from_strides<typename MD::element_type, Kind>(md.data_handle(), id, 1, md.extent(0),
                                                                         md.extent(0), md.stride(0), "to_span");
   if (!row) return row.error();
   return span<typename MD::element_type, Kind>(row->data(), row->width());
 }
-/// As to_span(md, device_id::host()), for host and pinned memory.
-template <memory_kind Kind, class MD>
-  requires(detail::plain_strided_mdspan<MD, 1> && detail::kind_without_device<Kind>)
-[[nodiscard]] result<span<typename MD::element_type, Kind>> to_span(const MD& md) noexcept {
-  return to_span<Kind>(md, device_id::host());
-}
 
 /// A 2D mdspan's rows, of kind Kind on `id` (as asserted). Errors: invalid_argument (stride(1) != 1), as make_pitched.
 template <memory_kind Kind, class MD>
   requires detail::plain_strided_mdspan<MD, 2>
-[[nodiscard]] result<pitched_span<typename MD::element_type, Kind>> to_pitched_span(const MD& md,
-                                                                                    device_id id) noexcept {
+[[nodiscard]] result<pitched_span<typename MD::element_type, Kind>> to_pitched_span(
+    const MD& md, device_id id = detail::host_id<Kind>()) noexcept {
   return detail::rows_from_strides<typename MD::element_type, Kind>(md.data_handle(), id, md.extent(0), md.extent(1),
                                                                     md.stride(0), md.stride(1), "to_pitched_span");
-}
-/// As to_pitched_span(md, device_id::host()), for host and pinned memory.
-template <memory_kind Kind, class MD>
-  requires(detail::plain_strided_mdspan<MD, 2> && detail::kind_without_device<Kind>)
-[[nodiscard]] result<pitched_span<typename MD::element_type, Kind>> to_pitched_span(const MD& md) noexcept {
-  return to_pitched_span<Kind>(md, device_id::host());
 }
 
 /// The elements of `view` as a cuda::std::span (the common span type of RMM and cudf). Usable in kernels.
@@ -92,14 +84,8 @@ template <class T, memory_kind Kind>
 /// The elements of `view` as memory of kind Kind on `id` (not checked). Usable in kernels.
 template <memory_kind Kind, class T, std::size_t Extent>
 [[nodiscard]] CUDAMEM_HD constexpr span<T, Kind> from_cuda_span(cuda::std::span<T, Extent> view,
-                                                                device_id id) noexcept {
+                                                                device_id id = detail::host_id<Kind>()) noexcept {
   return span<T, Kind>(ptr<T, Kind>(view.data(), id), view.size());
-}
-/// As from_cuda_span(view, device_id::host()), for host and pinned memory.
-template <memory_kind Kind, class T, std::size_t Extent>
-  requires detail::kind_without_device<Kind>
-[[nodiscard]] CUDAMEM_HD constexpr span<T, Kind> from_cuda_span(cuda::std::span<T, Extent> view) noexcept {
-  return from_cuda_span<Kind>(view, device_id::host());
 }
 
 }  // namespace cudamem

@@ -19,7 +19,6 @@
 
 #include <climits>
 #include <cstddef>
-#include <cstdint>
 #include <span>
 #include <type_traits>
 
@@ -164,21 +163,11 @@ namespace detail {
 template <class V>
 concept device_view = viewable<std::remove_cvref_t<V>> &&
                       std::is_same_v<typename std::remove_cvref_t<V>::kind, cudamem::device> && !temporary_owner<V>;
-/// How the extents of send and recv must relate.
-enum class extents { equal, send_ranks_times, recv_ranks_times, any };
+/// How the extents of send and recv must relate (send and receive pass one view as both: equal).
+enum class extents { equal, send_ranks_times, recv_ranks_times };
 constexpr const char* rule_text[] = {"recv.size() == send.size()", "send.size() == ranks * recv.size()",
-                                     "recv.size() == ranks * send.size()", ""};
+                                     "recv.size() == ranks * send.size()"};
 inline constexpr int no_rank = INT_MIN;  // a collective without a root: no rank to check
-
-inline bool fits(extents rule, std::size_t sent, std::size_t received, int ranks) noexcept {
-  std::size_t product = 0;
-  const auto times = [&](std::size_t part) {
-    return !__builtin_mul_overflow(part, static_cast<std::size_t>(ranks), &product) ? product : SIZE_MAX;
-  };
-  return rule == extents::any || (rule == extents::equal && sent == received) ||
-         (rule == extents::send_ranks_times && sent == times(received)) ||
-         (rule == extents::recv_ranks_times && received == times(sent));
-}
 /// Checks a call, then issues `fn(send, recv, count, type, args..., comm, stream)` (count: recv's for reduce_scatter).
 template <bool Writes, class Send, class Recv, class Fn, class... Args>
 status issue(const char* api, const char* nccl_call, Fn fn, const communicator& comm, Send& send, Recv& recv,
@@ -195,7 +184,10 @@ status issue(const char* api, const char* nccl_call, Fn fn, const communicator& 
     if (where != comm.device())
       return error(errc::invalid_argument, api, "a view is on device %d, the communicator's rank on device %d",
                    where.get(), comm.device().get());
-  if (!fits(rule, in.size(), out.size(), comm.size()))
+  const auto ranks = static_cast<std::size_t>(comm.size());
+  std::size_t sent = 0, received = 0;  // the extents scaled as the rule says, to be equal (send == ranks * recv, ...)
+  if (__builtin_mul_overflow(in.size(), rule == extents::recv_ranks_times ? ranks : 1, &sent) ||
+      __builtin_mul_overflow(out.size(), rule == extents::send_ranks_times ? ranks : 1, &received) || sent != received)
     return error(errc::extents_mismatch, api, "send has %zu elements, recv %zu, with %d ranks (needs %s)", in.size(),
                  out.size(), comm.size(), rule_text[static_cast<int>(rule)]);
   if (rank != no_rank && (rank < 0 || rank >= comm.size()))
@@ -242,13 +234,14 @@ template <detail::device_view Send, detail::device_view Recv>
 template <detail::device_view Data>
 [[nodiscard]] status send(const communicator& comm, Data&& data, int peer, stream_ref s) noexcept {
   const auto call = [](const void* in, const void*, auto... rest) { return ncclSend(in, rest...); };
-  return detail::issue<false>("nccl::send", "ncclSend", call, comm, data, data, s, detail::extents::any, peer, peer);
+  return detail::issue<false>("nccl::send", "ncclSend", call, comm, data, data, s, detail::extents::equal, peer, peer);
 }
 /// Receives `data.size()` elements from rank `peer` into `data` (ncclRecv). Errors: as send.
 template <detail::device_view Data>
 [[nodiscard]] status receive(const communicator& comm, Data&& data, int peer, stream_ref s) noexcept {
   const auto call = [](const void*, void* out, auto... rest) { return ncclRecv(out, rest...); };
-  return detail::issue<true>("nccl::receive", "ncclRecv", call, comm, data, data, s, detail::extents::any, peer, peer);
+  return detail::issue<true>("nccl::receive", "ncclRecv", call, comm, data, data, s, detail::extents::equal, peer,
+                             peer);
 }
 
 }  // namespace cudamem::nccl

@@ -34,8 +34,13 @@ class thrust_allocator {
   /// `bytes` bytes, 256-byte aligned. Throws thrust's bad_alloc if the resource fails (no exceptions: prints, aborts).
   char* allocate(std::ptrdiff_t bytes) {
     auto got = resource_.allocate(stream_, static_cast<std::size_t>(bytes), 256);
-    if (!got) fail(got.error());
-    return static_cast<char*>(*got);
+    if (got) return static_cast<char*>(*got);
+#if defined(__cpp_exceptions)
+    throw thrust::system::detail::bad_alloc(got.error().message());
+#else
+    std::fprintf(stderr, "cudamem::thrust_allocator: %s\n", got.error().message());
+    std::abort();
+#endif
   }
   /// Gives `p` back to the resource on the stream.
   void deallocate(char* p, std::size_t bytes) noexcept { resource_.deallocate(stream_, p, bytes, 256); }
@@ -43,14 +48,6 @@ class thrust_allocator {
   [[nodiscard]] resource_ref<device> resource() const noexcept { return resource_; }  ///< Where memory comes from.
 
  private:
-  [[noreturn]] static void fail(const error& failure) {
-#if defined(__cpp_exceptions)
-    throw thrust::system::detail::bad_alloc(failure.message());
-#else
-    std::fprintf(stderr, "cudamem::thrust_allocator: %s\n", failure.message());
-    std::abort();
-#endif
-  }
   stream_ref stream_;
   resource_ref<device> resource_;
 };
