@@ -31,9 +31,7 @@ namespace cudamem {
 /// not synchronize. Errors: out_of_range (no such device); not_supported (no memory pools); CUDA errors.
 [[nodiscard]] inline status set_pool_release_threshold(device_id id, std::uint64_t bytes = ~std::uint64_t{0}) noexcept {
   constexpr const char* api = "set_pool_release_threshold";
-  auto pools = detail::cached_attribute<cudaDevAttrMemoryPoolsSupported>(id, api);
-  if (!pools) return pools.error();
-  if (*pools == 0) return error(errc::not_supported, api, "device %d has no stream-ordered memory pools", id.get());
+  CUDAMEM_TRY(detail::require_memory_pools(id, api));
   cudaMemPool_t pool = nullptr;
   CUDAMEM_TRY(detail::check(cudaDeviceGetDefaultMemPool(&pool, id.get()), api, "cudaDeviceGetDefaultMemPool"));
   return detail::check(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &bytes), api,
