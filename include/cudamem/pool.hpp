@@ -308,12 +308,10 @@ class caching_pool {
   result<stream_state*> adopt(stream_ref s, std::uint64_t id, const char* api, marker& gone) noexcept {
     const std::lock_guard<std::mutex> lock(mutex_);
     const std::size_t used = used_.load(std::memory_order_relaxed);
-    std::size_t slot = max_streams;
-    for (std::size_t i = 0; i < used && slot == max_streams; ++i) {
-      stream_state* st = slots_[i].load(std::memory_order_relaxed);
-      if (st->handle == s.get() && st->id == id) return st;
-      if (st->handle == s.get()) slot = i;
-    }
+    std::size_t slot = 0;  // the handle's, else `used`: a new one
+    while (slot < used && slots_[slot].load(std::memory_order_relaxed)->handle != s.get()) ++slot;
+    stream_state* const at_handle = slot < used ? slots_[slot].load(std::memory_order_relaxed) : nullptr;
+    if (at_handle != nullptr && at_handle->id == id) return at_handle;
     auto device = order_.device(s, api);
     if (!device) return device.error();
     // Retires slot `at`'s state (false if `only_empty` and it caches blocks) in one hold of its lock, so a free that
@@ -328,14 +326,14 @@ class caching_pool {
       if (empty) gone = drop(old);
       return true;
     };
-    if (slot != max_streams) retire(slot, false);
-    for (std::size_t i = 0; i < used && slot == max_streams && used == max_streams; ++i)
+    if (at_handle != nullptr) retire(slot, false);
+    for (std::size_t i = 0; i < used && slot == max_streams; ++i)  // all taken
       if (retire(i, true)) slot = i;
-    if (slot == max_streams && used == max_streams) return &overflow_;
+    if (slot == max_streams) return &overflow_;
     states_.push_back(std::make_unique<stream_state>(s.get(), id, *device));
     stream_state* fresh = states_.back().get();
-    slots_[slot == max_streams ? used : slot].store(fresh, std::memory_order_release);
-    if (slot == max_streams) used_.store(used + 1, std::memory_order_release);  // after the slot, never before
+    slots_[slot].store(fresh, std::memory_order_release);
+    if (slot == used) used_.store(used + 1, std::memory_order_release);  // after the slot, never before
     return fresh;
   }
 
