@@ -31,9 +31,7 @@ namespace cudamem {
 /// not synchronize. Errors: out_of_range (no such device); not_supported (no memory pools); CUDA errors.
 [[nodiscard]] inline status set_pool_release_threshold(device_id id, std::uint64_t bytes = ~std::uint64_t{0}) noexcept {
   constexpr const char* api = "set_pool_release_threshold";
-  auto pools = detail::cached_attribute<cudaDevAttrMemoryPoolsSupported>(id, api);
-  if (!pools) return pools.error();
-  if (*pools == 0) return error(errc::not_supported, api, "device %d has no stream-ordered memory pools", id.get());
+  CUDAMEM_TRY(detail::require_memory_pools(id, api));
   cudaMemPool_t pool = nullptr;
   CUDAMEM_TRY(detail::check(cudaDeviceGetDefaultMemPool(&pool, id.get()), api, "cudaDeviceGetDefaultMemPool"));
   return detail::check(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &bytes), api,
@@ -55,11 +53,10 @@ struct caching_statistics {
   std::size_t out_of_memory_retries = 0;  ///< times the cache was given back after out-of-memory
 };
 
-/// Caches blocks of `Upstream` in free lists per (stream, size class). A block freed on stream A is reused on A at
-/// once; another stream of A's device takes it once an event A records on demand after the free has completed. Out
-/// of memory: gives back the cache and retries once. Thread-safe, one lock per stream; caches for max_streams
-/// streams at once (others go straight to the upstream). Refuses a capturing stream (capture_active). The release
-/// handler must not call into the pool. It must outlive its buffers. See docs/allocators.md.
+/// Caches blocks of `Upstream` in free lists per (stream, size class): reused on the freeing stream at once, on
+/// another stream of its device once an event shows the free done. Out of memory: gives the cache back and retries
+/// once. Thread-safe (a lock per stream); caches for max_streams streams at once, the rest go to the upstream. Refuses
+/// a capturing stream. The release handler must not call into the pool; the pool must outlive its buffers.
 template <class Upstream, class StreamOrder = detail::cuda_stream_order>
 class caching_pool {
  public:
@@ -174,13 +171,6 @@ class caching_pool {
     if (!s.valid() || detail::is_default_stream(s.get())) return -1;
     return order_.device(s, "caching_pool").value_or(-1);
   }
-  // Records the stream's event over its frees so far. Under st.lock: the caller reports a failure after unlocking.
-  [[nodiscard]] status mark(stream_state& st, stream_ref s) noexcept {
-    st.demanded = false;
-    CUDAMEM_TRY(order_.mark(st.event, st.device, s));
-    st.recorded = st.frees;
-    return {};
-  }
   // Whether the free that cached `b` on `owner` is known to be done, asking the event at most once. Under the lock.
   bool is_done(stream_state& owner, const block& b) noexcept {
     if (b.mark <= owner.passed) return true;
@@ -244,20 +234,12 @@ class caching_pool {
         return true;
       }
     }
-    return cache_marking(st, p, cls, s);
-  }
-  // cache() where the stream has no lists yet, was asked to mark or has retired.
-  [[gnu::noinline]] bool cache_marking(stream_state& st, void* p, detail::size_class cls, stream_ref s) noexcept {
-    status marked;
-    {
-      const std::lock_guard<detail::spin_lock> lock(st.lock);
+    return marking(st, s, [&st, p, cls] {  // it has no lists yet, was asked to mark or has retired
       if (st.retired) return false;
       if (!st.lists) st.lists = std::make_unique<std::vector<block>[]>(detail::size_classes);
       push_own(st, p, cls);
-      if (st.demanded) marked = mark(st, s);
-    }
-    if (!marked) report_release_failure(marked.error());
-    return true;
+      return true;
+    });
   }
   // deallocate with every check: a state found anew each time its stream's state retires under it.
   [[gnu::noinline]] void deallocate_checked(stream_ref s, void* p, std::size_t bytes) noexcept {
@@ -267,12 +249,9 @@ class caching_pool {
     status usable = order_.usable(s, api);
     for (int attempt = 0; usable && attempt < 2; ++attempt) {
       auto found = state_for(s, api);
-      if (!found) {
-        (void)(usable = found.error());
-        break;
-      }
-      if (*found == &overflow_) break;
-      if (cache(**found, p, cls, s)) return;
+      if (!found) (void)(usable = found.error());
+      else if (*found == &overflow_) break;
+      else if (cache(**found, p, cls, s)) return;
     }
     if (!usable) report_release_failure(usable.error());
     if (!s.valid()) return;  // no stream to order the free on, nor a device known to wait for: it stays in use
@@ -309,9 +288,6 @@ class caching_pool {
   // confirmed while no stream object was created, destroyed or released (detail::disowned_count()).
   result<stream_state*> state_for(stream_ref s, const char* api) noexcept {
     if (stream_state* st = known_state(s, 1, 1)) return st;
-    return confirm_state(s, api);
-  }
-  result<stream_state*> confirm_state(stream_ref s, const char* api) noexcept {
     if (detail::is_default_stream(s.get())) return &overflow_;
     stream_state* st = find(s.get());
     const std::uint64_t disowned = detail::disowned_count().load(std::memory_order_acquire);
@@ -332,12 +308,10 @@ class caching_pool {
   result<stream_state*> adopt(stream_ref s, std::uint64_t id, const char* api, marker& gone) noexcept {
     const std::lock_guard<std::mutex> lock(mutex_);
     const std::size_t used = used_.load(std::memory_order_relaxed);
-    std::size_t slot = max_streams;
-    for (std::size_t i = 0; i < used && slot == max_streams; ++i) {
-      stream_state* st = slots_[i].load(std::memory_order_relaxed);
-      if (st->handle == s.get() && st->id == id) return st;
-      if (st->handle == s.get()) slot = i;
-    }
+    std::size_t slot = 0;  // the handle's, else `used`: a new one
+    while (slot < used && slots_[slot].load(std::memory_order_relaxed)->handle != s.get()) ++slot;
+    stream_state* const at_handle = slot < used ? slots_[slot].load(std::memory_order_relaxed) : nullptr;
+    if (at_handle != nullptr && at_handle->id == id) return at_handle;
     auto device = order_.device(s, api);
     if (!device) return device.error();
     // Retires slot `at`'s state (false if `only_empty` and it caches blocks) in one hold of its lock, so a free that
@@ -352,14 +326,14 @@ class caching_pool {
       if (empty) gone = drop(old);
       return true;
     };
-    if (slot != max_streams) retire(slot, false);
-    for (std::size_t i = 0; i < used && slot == max_streams && used == max_streams; ++i)
+    if (at_handle != nullptr) retire(slot, false);
+    for (std::size_t i = 0; i < used && slot == max_streams; ++i)  // all taken
       if (retire(i, true)) slot = i;
-    if (slot == max_streams && used == max_streams) return &overflow_;
+    if (slot == max_streams) return &overflow_;
     states_.push_back(std::make_unique<stream_state>(s.get(), id, *device));
     stream_state* fresh = states_.back().get();
-    slots_[slot == max_streams ? used : slot].store(fresh, std::memory_order_release);
-    if (slot == max_streams) used_.store(used + 1, std::memory_order_release);  // after the slot, never before
+    slots_[slot].store(fresh, std::memory_order_release);
+    if (slot == used) used_.store(used + 1, std::memory_order_release);  // after the slot, never before
     return fresh;
   }
 
@@ -370,19 +344,25 @@ class caching_pool {
       if (!st.demanded) [[likely]]
         return pop_own(st, cls);
     }
-    return take_own_marking(st, cls, s);
+    return marking(st, s, [&st, cls] { return pop_own(st, cls); });
   }
-  // take_own() where the stream was asked to mark: records its event first.
-  [[gnu::noinline]] void* take_own_marking(stream_state& st, detail::size_class cls, stream_ref s) noexcept {
+  // The slow side of take_own() and cache(): `f` under st.lock, then, if another stream asked, a record of the
+  // stream's event over its frees so far (those of `f` too); a failed record is reported once unlocked.
+  template <class F>
+  [[gnu::noinline]] auto marking(stream_state& st, stream_ref s, F f) noexcept {
+    decltype(f()) out;
     status marked;
-    void* address = nullptr;
     {
       const std::lock_guard<detail::spin_lock> lock(st.lock);
-      if (st.demanded) marked = mark(st, s);
-      address = pop_own(st, cls);
+      out = f();
+      if (st.demanded) {
+        st.demanded = false;
+        marked = order_.mark(st.event, st.device, s);
+        if (marked) st.recorded = st.frees;
+      }
     }
     if (!marked) report_release_failure(marked.error());
-    return address;
+    return out;
   }
   // Caches `p` as the newest block of class `cls` on `st`. Under st.lock, its lists made.
   static void push_own(stream_state& st, void* p, detail::size_class cls) noexcept {
@@ -423,7 +403,7 @@ class caching_pool {
   // Gives the upstream the finished blocks (all when `wait`, waiting with no stream lock held, for earlier frees).
   void give_back(bool wait) noexcept {
     [[maybe_unused]] const auto relaxed = order_.relaxed();
-    std::vector<std::pair<int, std::pair<void*, std::size_t>>> leaving;
+    std::vector<std::tuple<int, void*, std::size_t>> leaving;  // device, address, bytes
     std::vector<marker> gone;  // events of retired states: destroyed with no lock held
     {
       const std::lock_guard<std::mutex> lock(mutex_);
@@ -434,26 +414,25 @@ class caching_pool {
         if (!wait && newest(st) > st.recorded && !st.retired) st.demanded = true;
         for (std::size_t c = 0; st.lists && c < detail::size_classes; ++c) {
           auto& list = st.lists[c];
-          std::size_t done = 0;
-          while (done < list.size() && is_done(st, list[done])) ++done;
-          for (std::size_t i = 0; i < done; ++i)
-            leaving.push_back({st.device, {list[i].address, detail::size_class_bytes(c)}});
-          list.erase(list.begin(), list.begin() + static_cast<std::ptrdiff_t>(done));
+          const auto done = std::ranges::find_if_not(list, [&](const block& b) { return is_done(st, b); });
+          for (auto b = list.begin(); b != done; ++b)
+            leaving.emplace_back(st.device, b->address, detail::size_class_bytes(c));
+          list.erase(list.begin(), done);
         }
         if (st.retired && newest(st) == 0) gone.push_back(drop(st));  // nothing will be cached there again
       }
     }
     for (marker m : gone) order_.destroy(m);
-    for (auto& [device, b] : leaving) {
-      order_.give_back(device, [&](stream_ref s) { upstream_.deallocate(s, b.first, b.second, block_alignment); });
-      reserve(0 - b.second, std::size_t(0) - 1);
+    for (auto& [device, address, bytes] : leaving) {
+      order_.give_back(device, [&](stream_ref s) { upstream_.deallocate(s, address, bytes, block_alignment); });
+      reserve(0 - bytes, std::size_t(0) - 1);
     }
   }
   // For release(), under mutex_: waits for every cached block's free, by its event (recorded now on a live stream
   // object where none covers it) or else its device, which would disturb a capture elsewhere on it.
   void wait_for_cached() noexcept {
     std::vector<std::tuple<stream_state*, std::uint64_t, bool, marker>> waits;  // frees covered, by device?, event
-    std::vector<int> devices, synced;
+    std::vector<int> devices;
     std::vector<error> failures;  // of records, reported with no stream's lock held
     for (auto& held : states_) {
       stream_state& st = *held;
@@ -476,10 +455,9 @@ class caching_pool {
     }
     for (const error& failure : failures)
       if (failure.cuda_status() != cudaErrorCudartUnloading) report_release_failure(failure);
-    for (int device : devices)
-      if (order_.wait_device(device)) synced.push_back(device);
+    std::erase_if(devices, [&](int device) { return !order_.wait_device(device); });  // keeps those synchronized
     for (const auto& [st, upto, by_device, event] : waits) {
-      const bool done = by_device ? std::ranges::find(synced, st->device) != synced.end() : order_.wait(event);
+      const bool done = by_device ? std::ranges::find(devices, st->device) != devices.end() : order_.wait(event);
       const std::lock_guard<detail::spin_lock> st_lock(st->lock);
       if (done) st->passed = std::max(st->passed, upto);
     }

@@ -6,9 +6,7 @@
 ///     result<registration> register_allocator(stream_ref s, resource_ref<device> r)   unregisters when it goes
 ///     resource_ref<device> allocator_for(stream_ref s)      the registered one, else default_resource<device>(true)
 ///
-/// Keyed on cudaStreamGetId, which never repeats in a process: a stream created later at a destroyed stream's address
-/// does not inherit its registration (during a capture, where CUDA gives no id, the handle decides). Default streams
-/// cannot be registered. One registry per process, also across shared libraries.
+/// One registry per process, keyed on the stream's cudaStreamGetId; see docs/allocators.md.
 #pragma once
 
 #include <cudamem/detail/process_wide.hpp>
@@ -67,8 +65,7 @@ struct CUDAMEM_DETAIL_PROCESS_WIDE allocator_table {
                      "the stream already has a registered allocator; drop that registration first");
       if (held == no_stream && free_slot == capacity) free_slot = i;
       if (held != no_stream && slots[i].handle.load(std::memory_order_relaxed) == handle)
-        write(slots[i], held, 0,
-              {slots[i].words[0].load(std::memory_order_relaxed), slots[i].words[1].load(std::memory_order_relaxed)});
+        write(slots[i], held, 0, {0, 0});  // keeps the id, for its registration's erase
     }
     if (free_slot == capacity) {
       if (used == capacity)
@@ -176,10 +173,8 @@ class registration {
   return registration({*slot, id});
 }
 
-/// The resource registered on `s`, else default_resource<device>(true); does not synchronize. No CUDA call with
-/// nothing registered, for a default stream or one with no registration, or for a stream object's ref() confirmed
-/// before while no stream object came or went; else cudaStreamIsCapturing and cudaStreamGetId, which must match
-/// (during a capture the handle decides). A moved-from stream or failed query gives the default.
+/// The resource registered on `s`, else default_resource<device>(true) (also for a moved-from stream or a failed
+/// query). Does not synchronize; a CUDA call only where a registration at the handle needs its stream id checked.
 [[nodiscard]] inline resource_ref<device> allocator_for(stream_ref s) noexcept {
   const resource_ref<device> fallback = default_resource<device>(true);
   detail::allocator_table& table = detail::allocators();

@@ -33,6 +33,13 @@ inline status check_alignment(std::size_t alignment, const char* api, bool cuda 
     return error(errc::not_supported, api, "alignment %zu exceeds the 256 bytes CUDA allocations guarantee", alignment);
   return {};
 }
+/// not_supported where device `id` has no stream-ordered memory pools (cudaMallocAsync's).
+inline status require_memory_pools(device_id id, const char* api) noexcept {
+  auto pools = cached_attribute<cudaDevAttrMemoryPoolsSupported>(id, api);
+  if (!pools) return pools.error();
+  if (*pools == 0) return error(errc::not_supported, api, "device %d has no stream-ordered memory pools", id.get());
+  return {};
+}
 
 /// cudaMalloc, cudaMallocHost or cudaMallocManaged: synchronous, in relaxed capture mode (in no one's capture).
 template <memory_kind K>
@@ -82,12 +89,7 @@ struct device_pool_resource {
   [[nodiscard]] result<void*> allocate(stream_ref s, std::size_t bytes, std::size_t alignment) noexcept {
     constexpr const char* api = "cudaMallocAsync";
     CUDAMEM_TRY(detail::check_alignment(alignment, api));
-    if (auto where = s.device(); where) {
-      auto pools = detail::cached_attribute<cudaDevAttrMemoryPoolsSupported>(*where, api);
-      if (!pools) return pools.error();
-      if (*pools == 0)
-        return error(errc::not_supported, api, "device %d has no stream-ordered memory pools", where->get());
-    }
+    if (auto where = s.device()) CUDAMEM_TRY(detail::require_memory_pools(*where, api));
     void* raw = nullptr;
     CUDAMEM_TRY(detail::check(cudaMallocAsync(&raw, bytes, s.get()), nullptr, api));
     return raw;
