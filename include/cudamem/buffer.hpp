@@ -13,9 +13,8 @@
 
 namespace cudamem {
 
-/// Owns `size()` uninitialized elements of kind Kind. Move-only (a moved-from buffer is empty), deep-const, and no
-/// view or pointer of a temporary. Freed through its resource with its device current, on its stream (a default
-/// stream: its device's legacy stream, after every blocking stream there); a failure goes to the release handler.
+/// Owns `size()` uninitialized elements of kind Kind; no view or pointer of a temporary. Freed by its resource with
+/// its device current, on its stream (a default stream: its device's legacy one); failures go to the release handler.
 template <class T, memory_kind Kind>
 class buffer {
   static_assert(std::is_trivially_copyable_v<T>,
@@ -75,9 +74,7 @@ class buffer {
   }
   buffer(const buffer&) = delete;
   buffer& operator=(const buffer&) = delete;
-  ~buffer() {  ///< Frees the memory through its resource, with its device current, on its stream.
-    if (data_ != nullptr) free();
-  }
+  ~buffer() { free(); }  ///< Frees the memory through its resource, with its device current, on its stream.
 
   /// A view of the whole buffer, valid while the buffer lives; not of a temporary buffer.
   [[nodiscard]] span<T, Kind> view() & noexcept { return {data(), size_}; }
@@ -144,7 +141,8 @@ class buffer {
     return buffer(static_cast<T*>(*raw), count, *where, s, r);
   }
 
-  // Instantiated only where used, so a buffer of device memory fails only when touched on the host.
+  // Instantiated only where used, so a buffer of device memory fails only when touched on the host. Not span's
+  // accessors: nvcc lets a host member of a template call a __device__ one, and would accept device memory here.
   span<T, Kind> host_side() const noexcept {
     static_assert(Kind::host_accessible,
                   "cudamem: device memory cannot be read or written on the host; copy it into a "

@@ -24,6 +24,8 @@ constexpr operand operand_of(span<T, K> view) noexcept {
 /// An owner passed as an rvalue: it goes away at the end of the full expression.
 template <class V>
 concept temporary_owner = !std::is_lvalue_reference_v<V> && requires { requires std::remove_cvref_t<V>::owns_memory; };
+template <class V>
+concept viewable_ref = viewable<std::remove_cvref_t<V>>;
 template <class... Operands>
 constexpr void check_stream_ordered() {
   static_assert((stream_orderable<typename std::remove_cvref_t<Operands>::kind> && ...),
@@ -63,7 +65,7 @@ inline constexpr const char* copy_rule_name[] = {"copy", "copy_from_device", "co
 template <copy_rule Rule, class Dst, class Src, class D = typename std::remove_cvref_t<Dst>::kind,
           class S = typename std::remove_cvref_t<Src>::kind>
 concept copy_allowed =
-    viewable<std::remove_cvref_t<Dst>> && viewable<std::remove_cvref_t<Src>> &&
+    viewable_ref<Dst> && viewable_ref<Src> &&
     (Rule == copy_rule::any || (Rule == copy_rule::from_device && S::device_accessible && !std::is_same_v<S, pinned>) ||
      (Rule == copy_rule::from_host && S::host_accessible) || (Rule == copy_rule::to_host && D::host_accessible));
 // Function objects, so that argument-dependent lookup never brings in std::copy or std::fill (std::byte spans would).
@@ -82,13 +84,11 @@ struct copy_fn {
   }
 };
 struct fill_bytes_fn {
-  template <class Dst>
-    requires viewable<std::remove_cvref_t<Dst>>
+  template <viewable_ref Dst>
   [[nodiscard]] status operator()(Dst&& dst, unsigned char value) const noexcept {
     return run(dst.view(), value, nullptr);
   }
-  template <class Dst>
-    requires viewable<std::remove_cvref_t<Dst>>
+  template <viewable_ref Dst>
   [[nodiscard]] status operator()(Dst&& dst, unsigned char value, stream_ref s) const noexcept {
     check_stream_ordered<Dst>();
     return run(dst.view(), value, &s);
@@ -128,8 +128,7 @@ __global__ void fill_kernel(char* first, std::size_t width, std::size_t height, 
 }
 
 struct fill_fn {
-  template <class Dst, class V>
-    requires viewable<std::remove_cvref_t<Dst>>
+  template <viewable_ref Dst, class V>
   [[nodiscard]] status operator()(Dst&& dst, const V& value, stream_ref s) const noexcept {
     const auto view = dst.view();
     using View = decltype(view);
@@ -150,7 +149,6 @@ struct fill_fn {
     auto launch = s.device();
     if (!launch) return launch.error().with_api(api);
     const region& d = p.dst;
-    // Another device's memory would fault (losing the context) unless a peer_access guard lets this one reach it.
     if (d.kind == kind_id::device && d.device != *launch && !peer_access_held(*launch, d.device))
       return error(errc::invalid_argument, api,
                    "the memory is on device %d, and a kernel on device %d (the stream's) cannot reach it without a "

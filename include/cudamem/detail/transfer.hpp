@@ -1,6 +1,5 @@
 // SPDX-License-Identifier: MIT
-// cudamem: the untyped engine behind every copy and fill, 1D and 2D: the checks, the home device, the capture rule
-// and the one CUDA call, written once; copy.hpp decides direction and legality at compile time. Internal.
+// cudamem: the untyped engine behind every copy and fill, 1D and 2D (docs/decisions.md: one transfer engine). Internal.
 #pragma once
 
 #include <cudamem/detail/arith.hpp>
@@ -24,8 +23,7 @@ struct operand {
   kind_id kind = kind_id::host;
 };
 
-/// A checked operand in bytes; footprint: from the first byte to one past the last. No default values: check_operand
-/// sets every member, and zeroing each plan first would cost the stream-ordered path.
+/// A checked operand in bytes; footprint: from the first byte to one past the last. No defaults (docs/performance.md).
 struct region {
   void* addr;
   std::size_t row_bytes, rows, pitch, footprint;
@@ -75,7 +73,6 @@ struct plan {
   bool fill = false;
   unsigned char value = 0;
 
-  [[nodiscard]] const region* other() const noexcept { return fill ? nullptr : &src; }
   [[nodiscard]] bool flat() const noexcept { return dst.contiguous() && (fill || src.contiguous()); }
   [[nodiscard]] bool pageable() const noexcept {
     return dst.kind == kind_id::host && (fill || src.kind == kind_id::host);
@@ -85,16 +82,15 @@ struct plan {
   }
   /// The operand whose device runs the transfer: the first on a device, else none (the current device).
   [[nodiscard]] const region* home() const noexcept {
-    return dst.on_device() ? &dst : other() != nullptr && src.on_device() ? &src : nullptr;
+    return dst.on_device() ? &dst : !fill && src.on_device() ? &src : nullptr;
   }
 };
 
 /// A 2D transfer may not use a pitch beyond cudaDevAttrMaxPitch, which the driver does not check.
 inline status check_pitch_limits(const plan& p, const char* api) noexcept {
-  auto home = p.home() != nullptr ? result<device_id>(p.home()->device) : current_device();
-  auto limit = home ? max_pitch(*home) : result<std::size_t>(home.error());
+  auto limit = (p.home() != nullptr ? result<device_id>(p.home()->device) : current_device()).and_then(max_pitch);
   if (!limit) return limit.error().with_api(api);
-  for (const region* r : {&p.dst, p.other()})
+  for (const region* r : {&p.dst, p.fill ? nullptr : &p.src})
     if (r != nullptr && !r->contiguous() && r->pitch > *limit)
       return error(errc::invalid_argument, api, "%s pitch (%zu bytes) exceeds the device's maximum (%zu bytes)",
                    r == &p.dst ? "dst" : "src", r->pitch, *limit);
@@ -136,8 +132,7 @@ inline status check_pitch_limits(const plan& p, const char* api) noexcept {
 }
 
 /// Checks a copy into `p`: extents (a 1D operand matches a 2D one of as many elements), each operand, overlap of the
-/// footprints (unified addressing: addresses decide; conservative for interleaved rows), the pitch limit. Inline,
-/// so that a 1D copy's planning folds to a handful of checks.
+/// footprints (unified addressing; conservative for interleaved rows), the pitch limit. Inline (docs/decisions.md).
 [[gnu::always_inline]] inline status plan_copy(plan& p, const operand& dst, const operand& src, std::size_t elem_size,
                                                cudaMemcpyKind direction, const char* api) noexcept {
   if (dst.height != src.height) [[unlikely]]
