@@ -43,9 +43,7 @@
 ///     result<registration> register_allocator(stream_ref s, resource_ref<device> r)   unregisters when it goes
 ///     resource_ref<device> allocator_for(stream_ref s)      the registered one, else default_resource<device>(true)
 ///
-/// Keyed on cudaStreamGetId, which never repeats in a process: a stream created later at a destroyed stream's address
-/// does not inherit its registration (during a capture, where CUDA gives no id, the handle decides). Default streams
-/// cannot be registered. One registry per process, also across shared libraries.
+/// One registry per process, keyed on the stream's cudaStreamGetId; see docs/allocators.md.
 
 // cudamem: process-wide state (release handler, registries), one per process even across shared libraries built with
 // -fvisibility=hidden: process_wide and state types (CUDAMEM_DETAIL_PROCESS_WIDE) have default visibility. Internal.
@@ -53,11 +51,7 @@
 #include <new>
 #include <type_traits>
 
-#if defined(__GNUC__) || defined(__clang__)
-#define CUDAMEM_DETAIL_PROCESS_WIDE __attribute__((visibility("default")))
-#else
-#define CUDAMEM_DETAIL_PROCESS_WIDE
-#endif
+#define CUDAMEM_DETAIL_PROCESS_WIDE __attribute__((visibility("default")))  // GCC and Clang, as everywhere in cudamem
 
 namespace cudamem::detail {
 /// The one `State` of the process: made on first use (thread-safe), never destroyed, of one layout in every library.
@@ -111,9 +105,8 @@ class unique_handle {
 
 // cudamem: keeping the library's own calls out of the user's stream captures. Internal.
 
-// cudamem: hot-path stream and event queries through the driver (about 15 ns on an H200 host; the runtime's about 60),
-// loaded at run time so that nothing links libcuda. A wrapper makes the runtime call, for its error, when the driver
-// does not answer. The current device stays the runtime's business (not the driver's current context). Internal.
+// cudamem: hot-path stream and event queries through driver entry points loaded at run time (nothing links libcuda);
+// the runtime call, for its error, where the driver does not answer. Why: docs/decisions.md. Internal.
 
 // cudamem: configuration shared by every header. Internal: include a public header instead.
 
@@ -398,7 +391,7 @@ class error {
               cudaGetErrorString(status)) {}
   /// Misuse caught by the library function `api` (null reads "cudamem"), described printf-style.
   [[gnu::format(printf, 4, 5), gnu::cold]] error(errc code, const char* api, const char* fmt, ...) noexcept
-      : domain_(error_domain::library), code_(code), native_(static_cast<int>(code)) {
+      : domain_(error_domain::library), native_(static_cast<int>(code)) {
     if (api == nullptr) api = "cudamem";
     start(api, api);
     std::va_list args;
@@ -410,11 +403,7 @@ class error {
   /// `api` (may be null), with its `name` and `description` (may be null): "api: call: name: description".
   [[gnu::cold]] error(error_domain domain, int native_code, const char* api, const char* call, const char* name,
                       const char* description) noexcept
-      : domain_(domain),
-        code_(domain == error_domain::cuda   ? errc::cuda
-              : domain == error_domain::nccl ? errc::nccl
-                                             : static_cast<errc>(native_code)),
-        native_(native_code) {
+      : domain_(domain), native_(native_code) {
     if (call == nullptr) call = "?";
     start(api, call);
     append("%s", call);
@@ -423,7 +412,10 @@ class error {
   }
   [[nodiscard]] error_domain domain() const noexcept { return domain_; }  ///< Who reported it: library, cuda, nccl.
   [[nodiscard]] int native_code() const noexcept { return native_; }  ///< Its cudaError_t, ncclResult_t or errc.
-  [[nodiscard]] errc code() const noexcept { return code_; }  ///< errc::cuda, errc::nccl, or what cudamem caught.
+  /// errc::cuda, errc::nccl, or what cudamem caught (the native code).
+  [[nodiscard]] errc code() const noexcept {
+    return domain_ == error_domain::cuda ? errc::cuda : domain_ == error_domain::nccl ? errc::nccl : errc(native_);
+  }
   /// The CUDA status, or cudaSuccess when CUDA did not report the error.
   [[nodiscard]] cudaError_t cuda_status() const noexcept {
     return domain_ == error_domain::cuda ? static_cast<cudaError_t>(native_) : cudaSuccess;
@@ -452,7 +444,7 @@ class error {
   friend bool operator==(const error& a, const error& b) noexcept {
     return a.domain_ == b.domain_ && a.native_ == b.native_;
   }
-  friend bool operator==(const error& e, errc code) noexcept { return e.code_ == code; }  ///< True when code() is.
+  friend bool operator==(const error& e, errc code) noexcept { return e.code() == code; }  ///< True when code() is.
   /// True when CUDA reported `status`: `if (e == cudaErrorMemoryAllocation)`.
   friend bool operator==(const error& e, cudaError_t status) noexcept {
     return e.domain_ == error_domain::cuda && e.native_ == static_cast<int>(status);
@@ -485,7 +477,6 @@ class error {
   error_domain domain_;
   bool has_api_ = false;
   unsigned short detail_offset_ = 0;  // where the message continues after "api: "
-  errc code_;
   int native_;
   std::size_t length_ = 0;
   char api_[max_name + 1] = {};
@@ -641,7 +632,7 @@ class [[nodiscard]] result<void> : public detail::result_base<result<void>> {
   result() noexcept : has_value_(true) {}  ///< Success.
   explicit result(std::in_place_t) noexcept : has_value_(true) {}  ///< Success, as std::expected's.
   /// A failure holding `failure`; implicit, so that a function can `return error(...)`.
-  result(const cudamem::error& failure) noexcept : error_(failure), has_value_(false) {}
+  result(const cudamem::error& failure) noexcept : has_value_(false), error_(failure) {}
   result(unexpect_t, const cudamem::error& failure) noexcept : result(failure) {}  ///< A failure, as std::expected's.
   result& operator=(const cudamem::error& failure) noexcept { return *this = result(failure); }  ///< Holds `failure`.
   void emplace() noexcept { has_value_ = true; }  ///< Success from now on (drops the error).
@@ -656,11 +647,11 @@ class [[nodiscard]] result<void> : public detail::result_base<result<void>> {
   }
 
  private:
+  bool has_value_;  // first: a success is written and tested in the first cache line of a 400-byte status
   union {
     char none_ = 0;
     cudamem::error error_;
   };
-  bool has_value_;
 };
 
 /// A T or an error: a subset of std::expected<T, error> without exceptions (value() on an error aborts; the
@@ -685,7 +676,7 @@ class CUDAMEM_DETAIL_NODISCARD_RESULT result : public detail::result_base<result
   // The constructors, assignments and emplace are std::expected's, with the same constraints.
   result() noexcept(std::is_nothrow_default_constructible_v<T>)
     requires std::is_default_constructible_v<T>
-      : value_(), has_value_(true) {}  ///< A success holding T().
+      : has_value_(true), value_() {}  ///< A success holding T().
   result(const result& other) noexcept(std::is_nothrow_copy_constructible_v<T>)
     requires std::is_copy_constructible_v<T>
       : result(detail::from_result_t{}, other) {}  ///< A copy of `other`'s value or error.
@@ -707,18 +698,18 @@ class CUDAMEM_DETAIL_NODISCARD_RESULT result : public detail::result_base<result
              std::is_constructible_v<T, U> &&
              !(std::is_same_v<std::remove_cv_t<T>, bool> && detail::is_result<std::remove_cvref_t<U>>))
   explicit(!std::is_convertible_v<U, T>) result(U&& value) noexcept(std::is_nothrow_constructible_v<T, U>)
-      : value_(std::forward<U>(value)), has_value_(true) {}
+      : has_value_(true), value_(std::forward<U>(value)) {}
   /// A success holding T(args...), made in place.
   template <class... Args>
     requires std::is_constructible_v<T, Args...>
   explicit result(std::in_place_t, Args&&... args) noexcept(std::is_nothrow_constructible_v<T, Args...>)
-      : value_(std::forward<Args>(args)...), has_value_(true) {}
+      : has_value_(true), value_(std::forward<Args>(args)...) {}
   template <class V, class... Args>
     requires std::is_constructible_v<T, std::initializer_list<V>&, Args...>
   explicit result(std::in_place_t, std::initializer_list<V> list, Args&&... args)
-      : value_(list, std::forward<Args>(args)...), has_value_(true) {}  ///< \overload
+      : has_value_(true), value_(list, std::forward<Args>(args)...) {}  ///< \overload
   /// A failure holding `failure`; implicit, so that a function can `return error(...)`.
-  result(const cudamem::error& failure) noexcept : error_(failure), has_value_(false) {}
+  result(const cudamem::error& failure) noexcept : has_value_(false), error_(failure) {}
   result(unexpect_t, const cudamem::error& failure) noexcept : result(failure) {}  ///< A failure, as std::expected's.
   ~result() { has_value_ ? value_.~T() : void(); }  ///< Destroys the value, if any.
   /// Assigns like to like, else destroys and makes; if making T throws, this keeps what it held.
@@ -820,7 +811,7 @@ class CUDAMEM_DETAIL_NODISCARD_RESULT result : public detail::result_base<result
   }
   template <class F, class Self>
   result(detail::from_invoke_t, F&& f, Self&& self)
-      : value_(result::on_value(std::forward<Self>(self), std::forward<F>(f))), has_value_(true) {}
+      : has_value_(true), value_(result::on_value(std::forward<Self>(self), std::forward<F>(f))) {}
   void check_value() const noexcept { this->check(true, true, "result::value()"); }
   void assert_value() const noexcept { this->check(true, false, "result::operator*"); }
   template <class U>
@@ -850,11 +841,11 @@ class CUDAMEM_DETAIL_NODISCARD_RESULT result : public detail::result_base<result
     ::new (__builtin_addressof(value_)) T(std::forward<Args>(args)...);
     has_value_ = true;
   }
+  bool has_value_;  // first, as status's
   union {
     T value_;
     cudamem::error error_;
   };
-  bool has_value_;
 };
 
 /// What a fallible operation that produces no value returns: success, or an error.
@@ -1009,11 +1000,9 @@ class device_guard {
   [[nodiscard]] static result<device_guard> set(device_id id) noexcept {
     int previous = 0;
     CUDAMEM_TRY(detail::check(cudaGetDevice(&previous), "device_guard::set", "cudaGetDevice"));
-    if (previous != id.get()) {
-      CUDAMEM_TRY(detail::check_device(id, "device_guard::set"));
-      CUDAMEM_TRY(detail::check(cudaSetDevice(id.get()), "device_guard::set", "cudaSetDevice"));
-    }
-    return device_guard(previous, previous != id.get());
+    if (previous == id.get()) return device_guard(previous, false);
+    if (auto made = set_current_device(id); !made) return made.error().with_api("device_guard::set");
+    return device_guard(previous, true);
   }
   /// A guard that keeps the current device and restores nothing. Errors: CUDA errors (no device, no driver).
   [[nodiscard]] static result<device_guard> keep_current() noexcept {
@@ -1096,8 +1085,7 @@ struct CUDAMEM_DETAIL_PROCESS_WIDE streams_disowned {
   std::atomic<std::uint64_t> count{0};
 };
 inline std::atomic<std::uint64_t>& disowned_count() noexcept { return process_wide<streams_disowned>().count; }
-/// Live stream objects' handles, each taken off under `lock` before it is destroyed or given up. Its own type, so that
-/// a library built before it existed, sharing the process, leaves its streams unlisted rather than its layout mixed.
+/// Live stream objects' handles, each taken off under `lock` before it is destroyed or given up (docs/decisions.md).
 struct CUDAMEM_DETAIL_PROCESS_WIDE streams_owned {
   std::mutex lock;
   std::vector<cudaStream_t> owned;
@@ -1386,6 +1374,13 @@ inline status check_alignment(std::size_t alignment, const char* api, bool cuda 
     return error(errc::not_supported, api, "alignment %zu exceeds the 256 bytes CUDA allocations guarantee", alignment);
   return {};
 }
+/// not_supported where device `id` has no stream-ordered memory pools (cudaMallocAsync's).
+inline status require_memory_pools(device_id id, const char* api) noexcept {
+  auto pools = cached_attribute<cudaDevAttrMemoryPoolsSupported>(id, api);
+  if (!pools) return pools.error();
+  if (*pools == 0) return error(errc::not_supported, api, "device %d has no stream-ordered memory pools", id.get());
+  return {};
+}
 
 /// cudaMalloc, cudaMallocHost or cudaMallocManaged: synchronous, in relaxed capture mode (in no one's capture).
 template <memory_kind K>
@@ -1435,12 +1430,7 @@ struct device_pool_resource {
   [[nodiscard]] result<void*> allocate(stream_ref s, std::size_t bytes, std::size_t alignment) noexcept {
     constexpr const char* api = "cudaMallocAsync";
     CUDAMEM_TRY(detail::check_alignment(alignment, api));
-    if (auto where = s.device(); where) {
-      auto pools = detail::cached_attribute<cudaDevAttrMemoryPoolsSupported>(*where, api);
-      if (!pools) return pools.error();
-      if (*pools == 0)
-        return error(errc::not_supported, api, "device %d has no stream-ordered memory pools", where->get());
-    }
+    if (auto where = s.device()) CUDAMEM_TRY(detail::require_memory_pools(*where, api));
     void* raw = nullptr;
     CUDAMEM_TRY(detail::check(cudaMallocAsync(&raw, bytes, s.get()), nullptr, api));
     return raw;
@@ -1579,8 +1569,7 @@ struct CUDAMEM_DETAIL_PROCESS_WIDE allocator_table {
                      "the stream already has a registered allocator; drop that registration first");
       if (held == no_stream && free_slot == capacity) free_slot = i;
       if (held != no_stream && slots[i].handle.load(std::memory_order_relaxed) == handle)
-        write(slots[i], held, 0,
-              {slots[i].words[0].load(std::memory_order_relaxed), slots[i].words[1].load(std::memory_order_relaxed)});
+        write(slots[i], held, 0, {0, 0});  // keeps the id, for its registration's erase
     }
     if (free_slot == capacity) {
       if (used == capacity)
@@ -1688,10 +1677,8 @@ class registration {
   return registration({*slot, id});
 }
 
-/// The resource registered on `s`, else default_resource<device>(true); does not synchronize. No CUDA call with
-/// nothing registered, for a default stream or one with no registration, or for a stream object's ref() confirmed
-/// before while no stream object came or went; else cudaStreamIsCapturing and cudaStreamGetId, which must match
-/// (during a capture the handle decides). A moved-from stream or failed query gives the default.
+/// The resource registered on `s`, else default_resource<device>(true) (also for a moved-from stream or a failed
+/// query). Does not synchronize; a CUDA call only where a registration at the handle needs its stream id checked.
 [[nodiscard]] inline resource_ref<device> allocator_for(stream_ref s) noexcept {
   const resource_ref<device> fallback = default_resource<device>(true);
   detail::allocator_table& table = detail::allocators();
@@ -1985,9 +1972,8 @@ template <class T, memory_kind Kind>
 
 namespace cudamem {
 
-/// Owns `size()` uninitialized elements of kind Kind. Move-only (a moved-from buffer is empty), deep-const, and no
-/// view or pointer of a temporary. Freed through its resource with its device current, on its stream (a default
-/// stream: its device's legacy stream, after every blocking stream there); a failure goes to the release handler.
+/// Owns `size()` uninitialized elements of kind Kind; no view or pointer of a temporary. Freed by its resource with
+/// its device current, on its stream (a default stream: its device's legacy one); failures go to the release handler.
 template <class T, memory_kind Kind>
 class buffer {
   static_assert(std::is_trivially_copyable_v<T>,
@@ -2047,9 +2033,7 @@ class buffer {
   }
   buffer(const buffer&) = delete;
   buffer& operator=(const buffer&) = delete;
-  ~buffer() {  ///< Frees the memory through its resource, with its device current, on its stream.
-    if (data_ != nullptr) free();
-  }
+  ~buffer() { free(); }  ///< Frees the memory through its resource, with its device current, on its stream.
 
   /// A view of the whole buffer, valid while the buffer lives; not of a temporary buffer.
   [[nodiscard]] span<T, Kind> view() & noexcept { return {data(), size_}; }
@@ -2116,7 +2100,8 @@ class buffer {
     return buffer(static_cast<T*>(*raw), count, *where, s, r);
   }
 
-  // Instantiated only where used, so a buffer of device memory fails only when touched on the host.
+  // Instantiated only where used, so a buffer of device memory fails only when touched on the host. Not span's
+  // accessors: nvcc lets a host member of a template call a __device__ one, and would accept device memory here.
   span<T, Kind> host_side() const noexcept {
     static_assert(Kind::host_accessible,
                   "cudamem: device memory cannot be read or written on the host; copy it into a "
@@ -2161,8 +2146,7 @@ using managed_buffer = buffer<T, managed>;  ///< Owning managed memory.
 // cudamem: the 2D device-to-device copy kernel, registered with the engine in nvcc builds (copy.hpp includes it). Wide
 // accesses, several loads in flight and a full grid get near 1D speed, which cudaMemcpy2DAsync does not. Internal.
 
-// cudamem: the untyped engine behind every copy and fill, 1D and 2D: the checks, the home device, the capture rule
-// and the one CUDA call, written once; copy.hpp decides direction and legality at compile time. Internal.
+// cudamem: the untyped engine behind every copy and fill, 1D and 2D (docs/decisions.md: one transfer engine). Internal.
 
 
 #include <cstddef>
@@ -2181,8 +2165,7 @@ struct operand {
   kind_id kind = kind_id::host;
 };
 
-/// A checked operand in bytes; footprint: from the first byte to one past the last. No default values: check_operand
-/// sets every member, and zeroing each plan first would cost the stream-ordered path.
+/// A checked operand in bytes; footprint: from the first byte to one past the last. No defaults (docs/performance.md).
 struct region {
   void* addr;
   std::size_t row_bytes, rows, pitch, footprint;
@@ -2232,7 +2215,6 @@ struct plan {
   bool fill = false;
   unsigned char value = 0;
 
-  [[nodiscard]] const region* other() const noexcept { return fill ? nullptr : &src; }
   [[nodiscard]] bool flat() const noexcept { return dst.contiguous() && (fill || src.contiguous()); }
   [[nodiscard]] bool pageable() const noexcept {
     return dst.kind == kind_id::host && (fill || src.kind == kind_id::host);
@@ -2242,16 +2224,15 @@ struct plan {
   }
   /// The operand whose device runs the transfer: the first on a device, else none (the current device).
   [[nodiscard]] const region* home() const noexcept {
-    return dst.on_device() ? &dst : other() != nullptr && src.on_device() ? &src : nullptr;
+    return dst.on_device() ? &dst : !fill && src.on_device() ? &src : nullptr;
   }
 };
 
 /// A 2D transfer may not use a pitch beyond cudaDevAttrMaxPitch, which the driver does not check.
 inline status check_pitch_limits(const plan& p, const char* api) noexcept {
-  auto home = p.home() != nullptr ? result<device_id>(p.home()->device) : current_device();
-  auto limit = home ? max_pitch(*home) : result<std::size_t>(home.error());
+  auto limit = (p.home() != nullptr ? result<device_id>(p.home()->device) : current_device()).and_then(max_pitch);
   if (!limit) return limit.error().with_api(api);
-  for (const region* r : {&p.dst, p.other()})
+  for (const region* r : {&p.dst, p.fill ? nullptr : &p.src})
     if (r != nullptr && !r->contiguous() && r->pitch > *limit)
       return error(errc::invalid_argument, api, "%s pitch (%zu bytes) exceeds the device's maximum (%zu bytes)",
                    r == &p.dst ? "dst" : "src", r->pitch, *limit);
@@ -2274,7 +2255,8 @@ inline status check_pitch_limits(const plan& p, const char* api) noexcept {
   const auto to = reinterpret_cast<std::uintptr_t>(p.dst.addr), from = reinterpret_cast<std::uintptr_t>(p.src.addr);
   if (to < from + p.src.footprint && from < to + p.dst.footprint)
     return error(errc::overlap, api, "source and destination overlap");
-  return p.flat() || p.pageable() ? status() : check_pitch_limits(p, api);  // the call only for 2D
+  // One row is flat: known at compile time for 1D views, where the pitch check then folds away.
+  return dst.height == 1 || p.flat() || p.pageable() ? status() : check_pitch_limits(p, api);
 }
 
 // plan_copy of a 1D operand against a 2D one: the 1D one takes the 2D one's shape when it has as many elements.
@@ -2292,8 +2274,7 @@ inline status check_pitch_limits(const plan& p, const char* api) noexcept {
 }
 
 /// Checks a copy into `p`: extents (a 1D operand matches a 2D one of as many elements), each operand, overlap of the
-/// footprints (unified addressing: addresses decide; conservative for interleaved rows), the pitch limit. Inline,
-/// so that a 1D copy's planning folds to a handful of checks.
+/// footprints (unified addressing; conservative for interleaved rows), the pitch limit. Inline (docs/decisions.md).
 [[gnu::always_inline]] inline status plan_copy(plan& p, const operand& dst, const operand& src, std::size_t elem_size,
                                                cudaMemcpyKind direction, const char* api) noexcept {
   if (dst.height != src.height) [[unlikely]]
@@ -2307,7 +2288,7 @@ inline status check_pitch_limits(const plan& p, const char* api) noexcept {
   p.fill = true;
   p.value = value;
   CUDAMEM_TRY(check_operand(dst, elem_size, "dst", api, p.dst));
-  return p.flat() || p.pageable() ? status() : check_pitch_limits(p, api);  // an empty dst is flat
+  return dst.height == 1 || p.flat() || p.pageable() ? status() : check_pitch_limits(p, api);  // empty: flat
 }
 
 /// The 2D copy kernel, set by the first translation unit nvcc compiles with cudamem (detail/copy2d.hpp), else null:
@@ -2386,20 +2367,38 @@ inline status run_sync(const plan& p, const char* api) noexcept {
   return check(cudaStreamSynchronize(cudaStreamLegacy), api, "cudaStreamSynchronize");
 }
 
-/// Enqueues a plan on `s`. Does not synchronize.
-inline status run_async(const plan& p, stream_ref s, const char* api) noexcept {
-  if (!s.valid()) [[unlikely]]
-    return handle_moved_from(api, "stream");
+// run_async's failures: `done` failed; pool memory is mapped only where its device (or one given access) is current,
+// and CUDA refuses the transfer with invalid-value while another device is. Retry once with the stream's device
+// current.
+[[gnu::cold, gnu::noinline]] inline status retry_async(const plan& p, stream_ref s, const char* api,
+                                                       const status& done) noexcept {
+  if (done.error() != cudaErrorInvalidValue) return done;
+  auto device = s.device();
+  auto guard = device ? device_guard::set(*device) : result<device_guard>(device.error());
+  return guard && guard->previous() != *device ? enqueue(p, s, api) : done;
+}
+
+// run_async of what it does not inline: a moved-from stream, nothing to do, 2D, peers.
+[[gnu::noinline]] inline status run_async_general(const plan& p, stream_ref s, const char* api) noexcept {
+  if (!s.valid()) return handle_moved_from(api, "stream");
   if (p.dst.empty()) return {};
   status done = enqueue(p, s, api);
   if (done) [[likely]]
     return {};  // not `done`: copying a status copies its whole error
-  if (done.error() != cudaErrorInvalidValue) return done;
-  // Pool memory is mapped only where its device (or one given access) is current: CUDA refuses the copy with
-  // invalid-value while another device is. Retry once with the stream's device current; the hot path pays nothing.
-  auto device = s.device();
-  auto guard = device ? device_guard::set(*device) : result<device_guard>(device.error());
-  return guard && guard->previous() != *device ? enqueue(p, s, api) : done;
+  return retry_async(p, s, api, done);
+}
+
+/// Enqueues a plan on `s`. Does not synchronize. A contiguous copy or fill within a device or with the host is its one
+/// CUDA call, inline: no status is built unless it fails.
+[[gnu::always_inline]] inline status run_async(const plan& p, stream_ref s, const char* api) noexcept {
+  if (!s.valid() || p.dst.empty() || !p.flat() || p.peer()) [[unlikely]]
+    return run_async_general(p, s, api);
+  const std::size_t bytes = p.dst.row_bytes * p.dst.rows;
+  const cudaError_t code = p.fill ? cudaMemsetAsync(p.dst.addr, p.value, bytes, s.get())
+                                  : cudaMemcpyAsync(p.dst.addr, p.src.addr, bytes, p.direction, s.get());
+  if (code == cudaSuccess) [[likely]]
+    return {};
+  return retry_async(p, s, api, check(code, api, p.fill ? "cudaMemsetAsync" : "cudaMemcpyAsync"));
 }
 
 }  // namespace cudamem::detail
@@ -2529,9 +2528,9 @@ namespace cudamem::detail {
 /// One pair: the guards held, and what the first guard switched on itself (what was on before stays on).
 struct peer_entry {
   unsigned guards = 0;
-  bool switched_access = false;          // peer access (cudaDeviceEnablePeerAccess)
-  bool switched_pool = false;            // access to the owner's default memory pool (cudaMemPoolSetAccess)
-  unsigned char pool_flags_before = 0;   // the pool access it had before, restored by the last guard
+  bool switched_access = false;         // peer access (cudaDeviceEnablePeerAccess)
+  cudaMemPool_t opened_pool = nullptr;  // the owner's default pool, opened to the accessor (cudaMemPoolSetAccess)
+  unsigned char pool_flags_before = 0;  // the accessor's access to it before, restored by the last guard
 };
 
 /// How a pair is switched, under the lock: `on` switches on what is off and records it (on error: nothing changed);
@@ -2605,6 +2604,8 @@ constexpr operand operand_of(span<T, K> view) noexcept {
 /// An owner passed as an rvalue: it goes away at the end of the full expression.
 template <class V>
 concept temporary_owner = !std::is_lvalue_reference_v<V> && requires { requires std::remove_cvref_t<V>::owns_memory; };
+template <class V>
+concept viewable_ref = viewable<std::remove_cvref_t<V>>;
 template <class... Operands>
 constexpr void check_stream_ordered() {
   static_assert((stream_orderable<typename std::remove_cvref_t<Operands>::kind> && ...),
@@ -2644,7 +2645,7 @@ inline constexpr const char* copy_rule_name[] = {"copy", "copy_from_device", "co
 template <copy_rule Rule, class Dst, class Src, class D = typename std::remove_cvref_t<Dst>::kind,
           class S = typename std::remove_cvref_t<Src>::kind>
 concept copy_allowed =
-    viewable<std::remove_cvref_t<Dst>> && viewable<std::remove_cvref_t<Src>> &&
+    viewable_ref<Dst> && viewable_ref<Src> &&
     (Rule == copy_rule::any || (Rule == copy_rule::from_device && S::device_accessible && !std::is_same_v<S, pinned>) ||
      (Rule == copy_rule::from_host && S::host_accessible) || (Rule == copy_rule::to_host && D::host_accessible));
 // Function objects, so that argument-dependent lookup never brings in std::copy or std::fill (std::byte spans would).
@@ -2663,13 +2664,11 @@ struct copy_fn {
   }
 };
 struct fill_bytes_fn {
-  template <class Dst>
-    requires viewable<std::remove_cvref_t<Dst>>
+  template <viewable_ref Dst>
   [[nodiscard]] status operator()(Dst&& dst, unsigned char value) const noexcept {
     return run(dst.view(), value, nullptr);
   }
-  template <class Dst>
-    requires viewable<std::remove_cvref_t<Dst>>
+  template <viewable_ref Dst>
   [[nodiscard]] status operator()(Dst&& dst, unsigned char value, stream_ref s) const noexcept {
     check_stream_ordered<Dst>();
     return run(dst.view(), value, &s);
@@ -2709,8 +2708,7 @@ __global__ void fill_kernel(char* first, std::size_t width, std::size_t height, 
 }
 
 struct fill_fn {
-  template <class Dst, class V>
-    requires viewable<std::remove_cvref_t<Dst>>
+  template <viewable_ref Dst, class V>
   [[nodiscard]] status operator()(Dst&& dst, const V& value, stream_ref s) const noexcept {
     const auto view = dst.view();
     using View = decltype(view);
@@ -2731,7 +2729,6 @@ struct fill_fn {
     auto launch = s.device();
     if (!launch) return launch.error().with_api(api);
     const region& d = p.dst;
-    // Another device's memory would fault (losing the context) unless a peer_access guard lets this one reach it.
     if (d.kind == kind_id::device && d.device != *launch && !peer_access_held(*launch, d.device))
       return error(errc::invalid_argument, api,
                    "the memory is on device %d, and a kernel on device %d (the stream's) cannot reach it without a "
@@ -2874,11 +2871,7 @@ class peer_links {
 namespace detail {
 /// Both devices exist, differ and lie in the registry. Errors: as can_access_peer.
 inline status check_peer_pair(device_id accessor, device_id owner, const char* api) noexcept {
-  auto count = device_count();
-  if (!count) return count.error().with_api(api);
-  for (device_id id : {accessor, owner})
-    if (id.get() < 0 || id.get() >= *count)
-      return error(errc::out_of_range, api, "device %d out of range (%d devices)", id.get(), *count);
+  for (device_id id : {accessor, owner}) CUDAMEM_TRY(check_device(id, api));
   if (accessor == owner) return error(errc::invalid_argument, api, "device %d cannot be its own peer", owner.get());
   if (!peer_table::in_table(accessor) || !peer_table::in_table(owner))
     return error(errc::not_supported, api, "peer access is tracked for devices 0 to %d", peer_table::max_devices - 1);
@@ -2889,26 +2882,13 @@ inline result<bool> read_can_access(device_id accessor, device_id owner, const c
   CUDAMEM_TRY(check(cudaDeviceCanAccessPeer(&can, accessor.get(), owner.get()), api, "cudaDeviceCanAccessPeer"));
   return can != 0;
 }
-
-/// The owner's default pool and the accessor as a location; null pool where the owner has no pools.
-struct pool_access {
-  cudaMemPool_t pool = nullptr;
-  cudaMemLocation accessor{};
-};
-inline result<pool_access> default_pool_of(device_id accessor, device_id owner, const char* api) noexcept {
-  auto pools = cached_attribute<cudaDevAttrMemoryPoolsSupported>(owner, api);
-  if (!pools) return pools.error();
-  pool_access found{nullptr, {cudaMemLocationTypeDevice, accessor.get()}};
-  if (*pools != 0)
-    CUDAMEM_TRY(check(cudaDeviceGetDefaultMemPool(&found.pool, owner.get()), api, "cudaDeviceGetDefaultMemPool"));
-  return found;
-}
-inline cudaError_t set_pool_access(const pool_access& where, unsigned char flags) noexcept {
-  const cudaMemAccessDesc desc{where.accessor, static_cast<cudaMemAccessFlags>(flags)};
-  return cudaMemPoolSetAccess(where.pool, &desc, 1);
+inline cudaError_t set_pool_access(cudaMemPool_t pool, device_id accessor, unsigned char flags) noexcept {
+  const cudaMemAccessDesc desc{{cudaMemLocationTypeDevice, accessor.get()}, static_cast<cudaMemAccessFlags>(flags)};
+  return cudaMemPoolSetAccess(pool, &desc, 1);
 }
 
-/// The registry's switch-on, all or nothing: peer access (borrowed if on), then read-write access to the owner's pool.
+/// The registry's switch-on, all or nothing: peer access (borrowed if on), then read-write access to the owner's
+/// default pool (a device without pools has none), whose handle the entry keeps for the switch-off.
 inline status switch_peer_on(device_id accessor, device_id owner, peer_entry& entry) noexcept {
   constexpr const char* api = "peer_access::enable";
   auto can = read_can_access(accessor, owner, api);
@@ -2916,8 +2896,11 @@ inline status switch_peer_on(device_id accessor, device_id owner, peer_entry& en
   if (!*can)
     return error(errc::not_supported, api, "device %d cannot reach device %d's memory (no peer path)", accessor.get(),
                  owner.get());
-  auto pool = default_pool_of(accessor, owner, api);
-  if (!pool) return pool.error();
+  auto pools = cached_attribute<cudaDevAttrMemoryPoolsSupported>(owner, api);
+  if (!pools) return pools.error();
+  cudaMemPool_t pool = nullptr;
+  if (*pools != 0)
+    CUDAMEM_TRY(check(cudaDeviceGetDefaultMemPool(&pool, owner.get()), api, "cudaDeviceGetDefaultMemPool"));
   auto current = device_guard::set(accessor);  // cudaDeviceEnablePeerAccess opens the current device's view
   if (!current) return current.error().with_api(api);
   const cudaError_t enabled = cudaDeviceEnablePeerAccess(owner.get(), 0);
@@ -2925,12 +2908,12 @@ inline status switch_peer_on(device_id accessor, device_id owner, peer_entry& en
   else CUDAMEM_TRY(check(enabled, api, "cudaDeviceEnablePeerAccess"));
   entry.switched_access = enabled == cudaSuccess;
   cudaMemAccessFlags before = cudaMemAccessFlagsProtNone;
+  cudaMemLocation location{cudaMemLocationTypeDevice, accessor.get()};
   status opened;
-  if (pool->pool != nullptr)
-    opened = check(cudaMemPoolGetAccess(&before, pool->pool, &pool->accessor), api, "cudaMemPoolGetAccess");
-  entry.switched_pool = opened && pool->pool != nullptr && before != cudaMemAccessFlagsProtReadWrite;
-  if (entry.switched_pool)
-    opened = check(set_pool_access(*pool, cudaMemAccessFlagsProtReadWrite), api, "cudaMemPoolSetAccess");
+  if (pool != nullptr) opened = check(cudaMemPoolGetAccess(&before, pool, &location), api, "cudaMemPoolGetAccess");
+  entry.opened_pool = opened && before != cudaMemAccessFlagsProtReadWrite ? pool : nullptr;
+  if (entry.opened_pool != nullptr)
+    opened = check(set_pool_access(pool, accessor, cudaMemAccessFlagsProtReadWrite), api, "cudaMemPoolSetAccess");
   if (!opened && entry.switched_access) (void)cudaDeviceDisablePeerAccess(owner.get());
   entry.pool_flags_before = static_cast<unsigned char>(before);
   return opened;
@@ -2938,17 +2921,14 @@ inline status switch_peer_on(device_id accessor, device_id owner, peer_entry& en
 
 /// The registry's switch-off: undoes what switch_peer_on recorded; failures (not access already off) are reported.
 inline void switch_peer_off(device_id accessor, device_id owner, const peer_entry& entry) noexcept {
-  const auto report = [](const error& failure) {  // as check_release: nothing once the runtime has unloaded
-    if (failure != cudaErrorCudartUnloading) report_release_failure(failure);
-  };
-  if (entry.switched_pool) {
-    auto pool = default_pool_of(accessor, owner, "peer_access::~peer_access");
-    if (!pool) report(pool.error());
-    else check_release(set_pool_access(*pool, entry.pool_flags_before), "cudaMemPoolSetAccess");
-  }
+  if (entry.opened_pool != nullptr)
+    check_release(set_pool_access(entry.opened_pool, accessor, entry.pool_flags_before), "cudaMemPoolSetAccess");
   if (!entry.switched_access) return;
   auto current = device_guard::set(accessor);
-  if (!current) return report(current.error());
+  if (!current) {
+    if (current.error() != cudaErrorCudartUnloading) report_release_failure(current.error());  // as check_release
+    return;
+  }
   const cudaError_t disabled = cudaDeviceDisablePeerAccess(owner.get());
   if (disabled == cudaErrorPeerAccessNotEnabled) (void)cudaGetLastError();
   else check_release(disabled, "cudaDeviceDisablePeerAccess");
@@ -2958,12 +2938,12 @@ inline constexpr peer_switch cuda_peer_switch{&switch_peer_on, &switch_peer_off}
 
 struct peer_guard_handle {  // what a peer_access owns: one count of a pair in the registry
   struct type {
-    int accessor = cudaInvalidDeviceId, owner = cudaInvalidDeviceId;
+    device_id accessor = device_id(cudaInvalidDeviceId), owner = device_id(cudaInvalidDeviceId);
     friend bool operator==(type, type) noexcept = default;
   };
   static type empty() noexcept { return {}; }
   static void release(type pair) noexcept {
-    process_wide<peer_table>().release(device_id(pair.accessor), device_id(pair.owner), cuda_peer_switch);
+    process_wide<peer_table>().release(pair.accessor, pair.owner, cuda_peer_switch);
   }
 };
 }  // namespace detail
@@ -3016,13 +2996,13 @@ class peer_access {
     return peer_access(accessor, owner);
   }
   /// The device that reaches the memory; cudaInvalidDeviceId after a move.
-  [[nodiscard]] device_id accessor() const noexcept { return device_id(pair_.get().accessor); }
+  [[nodiscard]] device_id accessor() const noexcept { return pair_.get().accessor; }
   /// The device whose memory is reached; cudaInvalidDeviceId after a move.
-  [[nodiscard]] device_id owner() const noexcept { return device_id(pair_.get().owner); }
+  [[nodiscard]] device_id owner() const noexcept { return pair_.get().owner; }
   [[nodiscard]] bool valid() const noexcept { return pair_.valid(); }  ///< False after a move.
 
  private:
-  peer_access(device_id accessor, device_id owner) noexcept : pair_({accessor.get(), owner.get()}) {}
+  peer_access(device_id accessor, device_id owner) noexcept : pair_({accessor, owner}) {}
   detail::unique_handle<detail::peer_guard_handle> pair_;
 };
 
@@ -3069,10 +3049,9 @@ class pitched_span {
       : data_(first), width_(width), height_(height), pitch_(pitch_bytes) {}
   /// The same elements, with const added or pinned widened to host (implicit; never the reverse).
   template <class U, class K2>
-    requires(std::is_convertible_v<U (*)[], T (*)[]> && kind_convertible<K2, Kind> &&
-             !(std::is_same_v<U, T> && std::is_same_v<K2, Kind>))
+    requires(std::is_convertible_v<ptr<U, K2>, pointer> && !std::is_same_v<pitched_span<U, K2>, pitched_span>)
   CUDAMEM_HD constexpr pitched_span(pitched_span<U, K2> other) noexcept
-      : data_(other.data()), width_(other.width()), height_(other.height()), pitch_(other.pitch_bytes()) {}
+      : pitched_span(other.data(), other.width(), other.height(), other.pitch_bytes()) {}
 
   CUDAMEM_HD constexpr pointer data() const noexcept { return data_; }               ///< The first element.
   CUDAMEM_HD constexpr std::size_t width() const noexcept { return width_; }         ///< Elements per row.
@@ -3189,27 +3168,25 @@ class pitched_buffer {
   /// `height` rows of `width` elements (device, managed: on the current device) from the kind's default resource,
   /// padded as cudaMallocPitch (host, pinned: 512 bytes). Synchronous; empty for 0. Errors: as buffer::allocate.
   [[nodiscard]] static result<pitched_buffer> allocate(std::size_t width, std::size_t height) noexcept {
-    return make(width, height, on_device ? current_device() : device_id::host(), false,
-                [&](std::size_t count) { return storage::allocate(count); });
+    return make(width, height, on_device ? current_device() : device_id::host());
   }
   /// As allocate(width, height), on device `id` (the current device stays).
   [[nodiscard]] static result<pitched_buffer> allocate(std::size_t width, std::size_t height, device_id id) noexcept
     requires on_device
   {
-    return make(width, height, id, false, [&](std::size_t count) { return storage::allocate(count, id); });
+    return make(width, height, id, id);
   }
   /// Rows ordered on `s`, on its device, as buffer::allocate(count, s) (device memory: not synchronizing, capturable;
   /// rows padded to cudaDevAttrTexturePitchAlignment). Errors: as buffer::allocate(count, s).
   [[nodiscard]] static result<pitched_buffer> allocate(std::size_t width, std::size_t height, stream_ref s) noexcept {
-    if constexpr (std::is_same_v<Kind, cudamem::device>) return allocate(width, height, s, allocator_for(s));
-    else return allocate(width, height, s, default_resource<Kind>(true));
+    if (!s.valid()) return detail::handle_moved_from(api, "stream");
+    return make(width, height, on_device ? s.device() : device_id::host(), s);
   }
   /// As allocate(width, height, s), from `resource`. Errors: also whatever the resource reports.
   [[nodiscard]] static result<pitched_buffer> allocate(std::size_t width, std::size_t height, stream_ref s,
                                                        resource_ref<Kind> resource) noexcept {
     if (!s.valid()) return detail::handle_moved_from(api, "stream");
-    return make(width, height, on_device ? s.device() : device_id::host(), true,
-                [&](std::size_t count) { return storage::allocate(count, s, resource); });
+    return make(width, height, on_device ? s.device() : device_id::host(), s, resource);
   }
 
   /// Takes over the memory of `other`, which is left empty.
@@ -3258,10 +3235,12 @@ class pitched_buffer {
   pitched_buffer(storage rows, std::size_t width, std::size_t height, std::size_t pitch) noexcept
       : rows_(std::move(rows)), width_(width), height_(height), pitch_(pitch) {}
 
-  // Rows padded as cudaMallocPitch pads them (stream-ordered: cudaDevAttrTexturePitchAlignment; host: 512 bytes).
-  template <class Take>
+  // Rows on `where`, padded as cudaMallocPitch pads them (stream-ordered: cudaDevAttrTexturePitchAlignment; host: 512
+  // bytes), from buffer::allocate(count, args...): the overload of the caller's arguments.
+  template <class... Args>
   static result<pitched_buffer> make(std::size_t width, std::size_t height, result<device_id> where,
-                                     bool stream_ordered, Take&& take) noexcept {
+                                     Args... args) noexcept {
+    constexpr bool stream_ordered = (std::is_same_v<Args, stream_ref> || ...);
     if (!where) return where.error().with_api(api);
     std::size_t step = 512;
     if constexpr (on_device) {
@@ -3280,7 +3259,7 @@ class pitched_buffer {
     pitch = pitch / step * step;
     auto total = detail::bytes_of(height, pitch, api);
     if (!total) return total.error();
-    auto rows = take(*total / sizeof(T) + (*total % sizeof(T) != 0));
+    auto rows = storage::allocate(*total / sizeof(T) + (*total % sizeof(T) != 0), args...);
     if (!rows) return rows.error().with_api(api);
     return pitched_buffer(std::move(*rows), width, height, pitch);
   }
@@ -3506,9 +3485,7 @@ namespace cudamem {
 /// not synchronize. Errors: out_of_range (no such device); not_supported (no memory pools); CUDA errors.
 [[nodiscard]] inline status set_pool_release_threshold(device_id id, std::uint64_t bytes = ~std::uint64_t{0}) noexcept {
   constexpr const char* api = "set_pool_release_threshold";
-  auto pools = detail::cached_attribute<cudaDevAttrMemoryPoolsSupported>(id, api);
-  if (!pools) return pools.error();
-  if (*pools == 0) return error(errc::not_supported, api, "device %d has no stream-ordered memory pools", id.get());
+  CUDAMEM_TRY(detail::require_memory_pools(id, api));
   cudaMemPool_t pool = nullptr;
   CUDAMEM_TRY(detail::check(cudaDeviceGetDefaultMemPool(&pool, id.get()), api, "cudaDeviceGetDefaultMemPool"));
   return detail::check(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &bytes), api,
@@ -3530,11 +3507,10 @@ struct caching_statistics {
   std::size_t out_of_memory_retries = 0;  ///< times the cache was given back after out-of-memory
 };
 
-/// Caches blocks of `Upstream` in free lists per (stream, size class). A block freed on stream A is reused on A at
-/// once; another stream of A's device takes it once an event A records on demand after the free has completed. Out
-/// of memory: gives back the cache and retries once. Thread-safe, one lock per stream; caches for max_streams
-/// streams at once (others go straight to the upstream). Refuses a capturing stream (capture_active). The release
-/// handler must not call into the pool. It must outlive its buffers. See docs/allocators.md.
+/// Caches blocks of `Upstream` in free lists per (stream, size class): reused on the freeing stream at once, on
+/// another stream of its device once an event shows the free done. Out of memory: gives the cache back and retries
+/// once. Thread-safe (a lock per stream); caches for max_streams streams at once, the rest go to the upstream. Refuses
+/// a capturing stream. The release handler must not call into the pool; the pool must outlive its buffers.
 template <class Upstream, class StreamOrder = detail::cuda_stream_order>
 class caching_pool {
  public:
@@ -3649,13 +3625,6 @@ class caching_pool {
     if (!s.valid() || detail::is_default_stream(s.get())) return -1;
     return order_.device(s, "caching_pool").value_or(-1);
   }
-  // Records the stream's event over its frees so far. Under st.lock: the caller reports a failure after unlocking.
-  [[nodiscard]] status mark(stream_state& st, stream_ref s) noexcept {
-    st.demanded = false;
-    CUDAMEM_TRY(order_.mark(st.event, st.device, s));
-    st.recorded = st.frees;
-    return {};
-  }
   // Whether the free that cached `b` on `owner` is known to be done, asking the event at most once. Under the lock.
   bool is_done(stream_state& owner, const block& b) noexcept {
     if (b.mark <= owner.passed) return true;
@@ -3719,20 +3688,12 @@ class caching_pool {
         return true;
       }
     }
-    return cache_marking(st, p, cls, s);
-  }
-  // cache() where the stream has no lists yet, was asked to mark or has retired.
-  [[gnu::noinline]] bool cache_marking(stream_state& st, void* p, detail::size_class cls, stream_ref s) noexcept {
-    status marked;
-    {
-      const std::lock_guard<detail::spin_lock> lock(st.lock);
+    return marking(st, s, [&st, p, cls] {  // it has no lists yet, was asked to mark or has retired
       if (st.retired) return false;
       if (!st.lists) st.lists = std::make_unique<std::vector<block>[]>(detail::size_classes);
       push_own(st, p, cls);
-      if (st.demanded) marked = mark(st, s);
-    }
-    if (!marked) report_release_failure(marked.error());
-    return true;
+      return true;
+    });
   }
   // deallocate with every check: a state found anew each time its stream's state retires under it.
   [[gnu::noinline]] void deallocate_checked(stream_ref s, void* p, std::size_t bytes) noexcept {
@@ -3742,12 +3703,9 @@ class caching_pool {
     status usable = order_.usable(s, api);
     for (int attempt = 0; usable && attempt < 2; ++attempt) {
       auto found = state_for(s, api);
-      if (!found) {
-        (void)(usable = found.error());
-        break;
-      }
-      if (*found == &overflow_) break;
-      if (cache(**found, p, cls, s)) return;
+      if (!found) (void)(usable = found.error());
+      else if (*found == &overflow_) break;
+      else if (cache(**found, p, cls, s)) return;
     }
     if (!usable) report_release_failure(usable.error());
     if (!s.valid()) return;  // no stream to order the free on, nor a device known to wait for: it stays in use
@@ -3784,9 +3742,6 @@ class caching_pool {
   // confirmed while no stream object was created, destroyed or released (detail::disowned_count()).
   result<stream_state*> state_for(stream_ref s, const char* api) noexcept {
     if (stream_state* st = known_state(s, 1, 1)) return st;
-    return confirm_state(s, api);
-  }
-  result<stream_state*> confirm_state(stream_ref s, const char* api) noexcept {
     if (detail::is_default_stream(s.get())) return &overflow_;
     stream_state* st = find(s.get());
     const std::uint64_t disowned = detail::disowned_count().load(std::memory_order_acquire);
@@ -3807,12 +3762,10 @@ class caching_pool {
   result<stream_state*> adopt(stream_ref s, std::uint64_t id, const char* api, marker& gone) noexcept {
     const std::lock_guard<std::mutex> lock(mutex_);
     const std::size_t used = used_.load(std::memory_order_relaxed);
-    std::size_t slot = max_streams;
-    for (std::size_t i = 0; i < used && slot == max_streams; ++i) {
-      stream_state* st = slots_[i].load(std::memory_order_relaxed);
-      if (st->handle == s.get() && st->id == id) return st;
-      if (st->handle == s.get()) slot = i;
-    }
+    std::size_t slot = 0;  // the handle's, else `used`: a new one
+    while (slot < used && slots_[slot].load(std::memory_order_relaxed)->handle != s.get()) ++slot;
+    stream_state* const at_handle = slot < used ? slots_[slot].load(std::memory_order_relaxed) : nullptr;
+    if (at_handle != nullptr && at_handle->id == id) return at_handle;
     auto device = order_.device(s, api);
     if (!device) return device.error();
     // Retires slot `at`'s state (false if `only_empty` and it caches blocks) in one hold of its lock, so a free that
@@ -3827,14 +3780,14 @@ class caching_pool {
       if (empty) gone = drop(old);
       return true;
     };
-    if (slot != max_streams) retire(slot, false);
-    for (std::size_t i = 0; i < used && slot == max_streams && used == max_streams; ++i)
+    if (at_handle != nullptr) retire(slot, false);
+    for (std::size_t i = 0; i < used && slot == max_streams; ++i)  // all taken
       if (retire(i, true)) slot = i;
-    if (slot == max_streams && used == max_streams) return &overflow_;
+    if (slot == max_streams) return &overflow_;
     states_.push_back(std::make_unique<stream_state>(s.get(), id, *device));
     stream_state* fresh = states_.back().get();
-    slots_[slot == max_streams ? used : slot].store(fresh, std::memory_order_release);
-    if (slot == max_streams) used_.store(used + 1, std::memory_order_release);  // after the slot, never before
+    slots_[slot].store(fresh, std::memory_order_release);
+    if (slot == used) used_.store(used + 1, std::memory_order_release);  // after the slot, never before
     return fresh;
   }
 
@@ -3845,19 +3798,25 @@ class caching_pool {
       if (!st.demanded) [[likely]]
         return pop_own(st, cls);
     }
-    return take_own_marking(st, cls, s);
+    return marking(st, s, [&st, cls] { return pop_own(st, cls); });
   }
-  // take_own() where the stream was asked to mark: records its event first.
-  [[gnu::noinline]] void* take_own_marking(stream_state& st, detail::size_class cls, stream_ref s) noexcept {
+  // The slow side of take_own() and cache(): `f` under st.lock, then, if another stream asked, a record of the
+  // stream's event over its frees so far (those of `f` too); a failed record is reported once unlocked.
+  template <class F>
+  [[gnu::noinline]] auto marking(stream_state& st, stream_ref s, F f) noexcept {
+    decltype(f()) out;
     status marked;
-    void* address = nullptr;
     {
       const std::lock_guard<detail::spin_lock> lock(st.lock);
-      if (st.demanded) marked = mark(st, s);
-      address = pop_own(st, cls);
+      out = f();
+      if (st.demanded) {
+        st.demanded = false;
+        marked = order_.mark(st.event, st.device, s);
+        if (marked) st.recorded = st.frees;
+      }
     }
     if (!marked) report_release_failure(marked.error());
-    return address;
+    return out;
   }
   // Caches `p` as the newest block of class `cls` on `st`. Under st.lock, its lists made.
   static void push_own(stream_state& st, void* p, detail::size_class cls) noexcept {
@@ -3898,7 +3857,7 @@ class caching_pool {
   // Gives the upstream the finished blocks (all when `wait`, waiting with no stream lock held, for earlier frees).
   void give_back(bool wait) noexcept {
     [[maybe_unused]] const auto relaxed = order_.relaxed();
-    std::vector<std::pair<int, std::pair<void*, std::size_t>>> leaving;
+    std::vector<std::tuple<int, void*, std::size_t>> leaving;  // device, address, bytes
     std::vector<marker> gone;  // events of retired states: destroyed with no lock held
     {
       const std::lock_guard<std::mutex> lock(mutex_);
@@ -3909,26 +3868,25 @@ class caching_pool {
         if (!wait && newest(st) > st.recorded && !st.retired) st.demanded = true;
         for (std::size_t c = 0; st.lists && c < detail::size_classes; ++c) {
           auto& list = st.lists[c];
-          std::size_t done = 0;
-          while (done < list.size() && is_done(st, list[done])) ++done;
-          for (std::size_t i = 0; i < done; ++i)
-            leaving.push_back({st.device, {list[i].address, detail::size_class_bytes(c)}});
-          list.erase(list.begin(), list.begin() + static_cast<std::ptrdiff_t>(done));
+          const auto done = std::ranges::find_if_not(list, [&](const block& b) { return is_done(st, b); });
+          for (auto b = list.begin(); b != done; ++b)
+            leaving.emplace_back(st.device, b->address, detail::size_class_bytes(c));
+          list.erase(list.begin(), done);
         }
         if (st.retired && newest(st) == 0) gone.push_back(drop(st));  // nothing will be cached there again
       }
     }
     for (marker m : gone) order_.destroy(m);
-    for (auto& [device, b] : leaving) {
-      order_.give_back(device, [&](stream_ref s) { upstream_.deallocate(s, b.first, b.second, block_alignment); });
-      reserve(0 - b.second, std::size_t(0) - 1);
+    for (auto& [device, address, bytes] : leaving) {
+      order_.give_back(device, [&](stream_ref s) { upstream_.deallocate(s, address, bytes, block_alignment); });
+      reserve(0 - bytes, std::size_t(0) - 1);
     }
   }
   // For release(), under mutex_: waits for every cached block's free, by its event (recorded now on a live stream
   // object where none covers it) or else its device, which would disturb a capture elsewhere on it.
   void wait_for_cached() noexcept {
     std::vector<std::tuple<stream_state*, std::uint64_t, bool, marker>> waits;  // frees covered, by device?, event
-    std::vector<int> devices, synced;
+    std::vector<int> devices;
     std::vector<error> failures;  // of records, reported with no stream's lock held
     for (auto& held : states_) {
       stream_state& st = *held;
@@ -3951,10 +3909,9 @@ class caching_pool {
     }
     for (const error& failure : failures)
       if (failure.cuda_status() != cudaErrorCudartUnloading) report_release_failure(failure);
-    for (int device : devices)
-      if (order_.wait_device(device)) synced.push_back(device);
+    std::erase_if(devices, [&](int device) { return !order_.wait_device(device); });  // keeps those synchronized
     for (const auto& [st, upto, by_device, event] : waits) {
-      const bool done = by_device ? std::ranges::find(synced, st->device) != synced.end() : order_.wait(event);
+      const bool done = by_device ? std::ranges::find(devices, st->device) != devices.end() : order_.wait(event);
       const std::lock_guard<detail::spin_lock> st_lock(st->lock);
       if (done) st->passed = std::max(st->passed, upto);
     }
