@@ -242,7 +242,7 @@ int main(int argc, char** argv) {
 
   // One non-blocking stream for every stream-ordered row, raw and cudamem alike.
   const auto stream = take(cudamem::stream::create(), "stream::create");
-  pin_to_current_cpu();  // no thread of this benchmark starts after it
+  pin_to_current_cpu();  // the benchmark starts no thread of its own after this
   std::vector<row> rows;
   host_cost_rows(rows, opt, stream);
   bandwidth_rows(rows, opt, stream);

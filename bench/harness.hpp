@@ -425,7 +425,8 @@ int visible_devices() {
 }
 
 // Keeps the timing thread on the CPU it runs on, so that a migration does not land in one side's batch. Called once
-// CUDA is initialized: the driver's own threads, started with the context, keep their affinity.
+// CUDA is initialized: the driver's threads started with the context keep their affinity (a thread started later
+// from this one would inherit the pinning).
 void pin_to_current_cpu() {
   const int cpu = sched_getcpu();
   cpu_set_t set;

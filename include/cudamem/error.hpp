@@ -327,7 +327,7 @@ class [[nodiscard]] result<void> : public detail::result_base<result<void>> {
   }
 
  private:
-  bool has_value_;  // first: a success is written and tested in the first cache line of a 400-byte status
+  bool has_value_;  // first: a success is written and tested at the front of a 376-byte status, not at its end
   union {
     char none_ = 0;
     cudamem::error error_;
