@@ -3,6 +3,7 @@
 /// Streams and events: owning, move-only `stream` and `event`, and non-owning, copyable `stream_ref` and `event_ref`.
 #pragma once
 
+#include <cudamem/detail/capture.hpp>
 #include <cudamem/detail/driver.hpp>
 #include <cudamem/detail/unique_handle.hpp>
 #include <cudamem/device.hpp>
@@ -124,14 +125,17 @@ class stream_ref {
     return device_slow();
   }
   /// Blocks until all queued work has finished; synchronizes. Errors: invalid_argument (moved from); capture_active
-  /// if its work joins a graph capture, which waiting would invalidate; CUDA errors, also of earlier work.
+  /// if its work joins a graph capture, which waiting would invalidate; CUDA errors, also of earlier work. A capture
+  /// in progress elsewhere (this thread or another, any mode) is left intact.
   [[nodiscard]] status synchronize() const noexcept {
     CUDAMEM_TRY(usable_outside_capture("stream::synchronize"));
+    detail::relaxed_capture_scope relaxed;
     return detail::check(cudaStreamSynchronize(handle_), "stream::synchronize", "cudaStreamSynchronize");
   }
   /// Whether all queued work is done; does not block; not-ready keeps CUDA's last error. Errors: as synchronize().
   [[nodiscard]] result<bool> ready() const noexcept {
     CUDAMEM_TRY(usable_outside_capture("stream::ready"));
+    detail::relaxed_capture_scope relaxed;
     return detail::query_result(cudaStreamQuery(handle_), "stream::ready", "cudaStreamQuery");
   }
   /// Later work waits for `e`'s last record() (of any device); does not block. Errors: invalid_argument, CUDA errors.
@@ -192,11 +196,13 @@ class event_ref {
   /// Blocks until the recorded work is done (at once if none); synchronizes. Errors: invalid_argument, CUDA errors.
   [[nodiscard]] status synchronize() const noexcept {
     if (!valid()) return detail::handle_moved_from("event::synchronize", "event");
+    detail::relaxed_capture_scope relaxed;  // a capture elsewhere is left intact, as by stream_ref::synchronize
     return detail::check(cudaEventSynchronize(handle_), "event::synchronize", "cudaEventSynchronize");
   }
   /// Whether the recorded work has finished (true if none); does not block. Not-ready as in stream_ref::ready.
   [[nodiscard]] result<bool> ready() const noexcept {
     if (!valid()) return detail::handle_moved_from("event::ready", "event");
+    detail::relaxed_capture_scope relaxed;
     return detail::query_result(cudaEventQuery(handle_), "event::ready", "cudaEventQuery");
   }
   friend bool operator==(event_ref a, event_ref b) noexcept { return a.handle_ == b.handle_; }  ///< Same handle.

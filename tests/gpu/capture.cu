@@ -39,6 +39,8 @@ TEST_CASE("synchronous work beside another stream's capture completes and leaves
   const bool other_thread = GENERATE(false, true);
   INFO(name_of(mode) << " capture, synchronous calls from the " << (other_thread ? "other" : "capturing") << " thread");
   auto s = take(stream::create());  // non-blocking: the legacy stream does not join its capture
+  auto other = take(stream::create());  // not capturing: waiting for it must leave the capture intact
+  auto other_done = take(event::create());
   auto captured = take(device_buffer<int>::allocate(256));
   auto target = take(device_buffer<int>::allocate(256));
   auto pinned_out = take(pinned_buffer<int>::allocate(256));
@@ -50,7 +52,8 @@ TEST_CASE("synchronous work beside another stream's capture completes and leaves
 
   REQUIRE(cudaStreamBeginCapture(s.get(), mode) == cudaSuccess);
   REQUIRE_OK(fill_bytes(captured, 1, s));  // recorded, runs only when the graph is replayed
-  status copied, read, read_pinned, filled, allocated;
+  status copied, read, read_pinned, filled, allocated, waited, event_waited;
+  result<bool> stream_ready = false, event_ready = false;
   const auto synchronous_work = [&] {
     copied = copy(target, span(values));
     read = copy(span(back), target);
@@ -58,6 +61,12 @@ TEST_CASE("synchronous work beside another stream's capture completes and leaves
     filled = fill_bytes(pinned_out, 0x11);
     // cudaMalloc and cudaFree: not part of the capture.
     allocated = device_buffer<int>::allocate(64).transform([](auto&&) {});
+    // Waiting for and querying a stream or event that is not capturing: CUDA refuses these as unsafe in a global or
+    // thread-local capture (invalidating it); cudamem makes them in relaxed mode.
+    waited = fill_bytes(target, 0x22, other).and_then([&] { return other.synchronize(); });
+    stream_ready = other.ready();
+    event_waited = other_done.record(other).and_then([&] { return other_done.synchronize(); });
+    event_ready = other_done.ready();
   };
   if (other_thread) std::thread(synchronous_work).join();
   else synchronous_work();
@@ -71,6 +80,13 @@ TEST_CASE("synchronous work beside another stream's capture completes and leaves
   REQUIRE_OK(read_pinned);
   REQUIRE_OK(filled);
   REQUIRE_OK(allocated);
+  REQUIRE_OK(waited);
+  REQUIRE_OK(event_waited);
+  REQUIRE_OK(stream_ready);
+  REQUIRE_OK(event_ready);
+  CHECK(*stream_ready);  // both waited for above
+  CHECK(*event_ready);
+  CHECK(test::all_bytes(test::read_back(target.view()), 0x22));
   CHECK(back == values);
   CHECK(test::read_back(pinned_in.view()) == values);
   CHECK(test::all_bytes(test::read_back(pinned_out.view()), 0x11));
