@@ -53,18 +53,16 @@ enum class error_domain : unsigned char {
   cuda,     ///< the CUDA runtime reported it; the native code is the cudaError_t
   nccl,     ///< NCCL reported it; the native code is the ncclResult_t
 };
-/// The name of a domain: "library", "cuda" or "nccl"; "unknown" for a value outside the enum.
-[[nodiscard]] constexpr const char* to_string(error_domain domain) noexcept {
+[[nodiscard]] constexpr const char* to_string(error_domain domain) noexcept {  ///< "library", "cuda", "nccl", "unknown"
   constexpr const char* names[] = {"library", "cuda", "nccl"};
   return static_cast<unsigned>(domain) < 3u ? names[static_cast<unsigned>(domain)] : "unknown";
 }
 
-/// What went wrong: who reported it, with which code, the call that failed and a one-line message ("copy:
-/// cudaMemcpyAsync: cudaErrorInvalidValue: invalid argument"). Trivially copyable, never allocates.
+/// What went wrong: who reported it, its code, the failed call and a one-line message. Trivially copyable.
 class error {
  public:
   static constexpr std::size_t max_message = 255;  ///< The longest message kept; a longer one ends in "...".
-  static constexpr std::size_t max_name = 47;      ///< The longest api() and call() kept (they are copied).
+  static constexpr std::size_t max_name = 47;  ///< The longest api() and call() kept (they are copied).
   /// An error CUDA reported from `cuda_call`, inside the library function `api` (may be null).
   [[gnu::cold]] error(cudaError_t status, const char* api, const char* cuda_call) noexcept
       : error(error_domain::cuda, static_cast<int>(status), api, cuda_call, cudaGetErrorName(status),
@@ -79,8 +77,7 @@ class error {
     vappend(fmt, args);
     va_end(args);
   }
-  /// An error another library (NCCL: `native_code` an ncclResult_t) reported from `call`, in the library function
-  /// `api` (may be null), with its `name` and `description` (may be null): "api: call: name: description".
+  /// An error another library (NCCL) reported from `call` in `api`: "api: call: name: description" (null: left out).
   [[gnu::cold]] error(error_domain domain, int native_code, const char* api, const char* call, const char* name,
                       const char* description) noexcept
       : domain_(domain), native_(native_code) {
@@ -92,20 +89,17 @@ class error {
   }
   [[nodiscard]] error_domain domain() const noexcept { return domain_; }  ///< Who reported it: library, cuda, nccl.
   [[nodiscard]] int native_code() const noexcept { return native_; }  ///< Its cudaError_t, ncclResult_t or errc.
-  /// errc::cuda, errc::nccl, or what cudamem caught (the native code).
-  [[nodiscard]] errc code() const noexcept {
+  [[nodiscard]] errc code() const noexcept {  ///< errc::cuda, errc::nccl, or what cudamem caught (the native code).
     return domain_ == error_domain::cuda ? errc::cuda : domain_ == error_domain::nccl ? errc::nccl : errc(native_);
   }
-  /// The CUDA status, or cudaSuccess when CUDA did not report the error.
-  [[nodiscard]] cudaError_t cuda_status() const noexcept {
+  [[nodiscard]] cudaError_t cuda_status() const noexcept {  ///< The CUDA status; cudaSuccess if CUDA did not report it.
     return domain_ == error_domain::cuda ? static_cast<cudaError_t>(native_) : cudaSuccess;
   }
   [[nodiscard]] const char* api() const noexcept { return has_api_ ? api_ : nullptr; }  ///< "copy", or null.
   [[nodiscard]] const char* call() const noexcept { return call_; }  ///< The CUDA or NCCL function, else the api.
   [[nodiscard]] const char* message() const noexcept { return text_; }  ///< One line: which call failed, and why.
   [[nodiscard]] bool is_sticky() const noexcept { return is_sticky_status(cuda_status()); }  ///< Context lost.
-  /// The same error, with the message naming the library function `outer_api` instead of the inner one.
-  [[nodiscard]] error with_api(const char* outer_api) const noexcept {
+  [[nodiscard]] error with_api(const char* outer_api) const noexcept {  ///< This error, naming the api `outer_api`.
     error outer = *this;
     if (outer_api == nullptr && domain_ == error_domain::library) outer_api = "cudamem";
     outer.start(outer_api, domain_ == error_domain::library ? outer_api : call_);
@@ -254,9 +248,8 @@ class result_base {
 
  public:
   using error_type = cudamem::error;  ///< cudamem::error.
-  /// The result type for values of type U, as std::expected::rebind.
   template <class U>
-  using rebind = result<U>;
+  using rebind = result<U>;  ///< The result type for values of type U, as std::expected::rebind.
   [[nodiscard]] bool has_value() const noexcept { return self().has_value_; }  ///< True when this holds a value.
   explicit operator bool() const noexcept { return self().has_value_; }  ///< True when this holds a value.
   /// The error. Precondition: !has_value() (checked with an abort in debug builds).
@@ -317,12 +310,10 @@ class [[nodiscard]] result<void> : public detail::result_base<result<void>> {
   result& operator=(const cudamem::error& failure) noexcept { return *this = result(failure); }  ///< Holds `failure`.
   void emplace() noexcept { has_value_ = true; }  ///< Success from now on (drops the error).
   void swap(result& other) noexcept { std::swap(*this, other); }  ///< Exchanges the states of two results.
-  /// Nothing; precondition has_value() (checked with an abort in debug builds).
-  void operator*() const noexcept { check(true, false, "status::operator*"); }
+  void operator*() const noexcept { check(true, false, "status::operator*"); }  ///< Nothing; debug builds check.
   /// Nothing on success; on an error, prints the message and aborts, in every build (one overload: nothing moves).
   void value() const noexcept { check(true, true, "status::value()"); }
-  /// Equal when both succeeded, or both failed with equal errors.
-  friend bool operator==(const result& a, const result& b) noexcept {
+  friend bool operator==(const result& a, const result& b) noexcept {  ///< Both succeeded, or failed with equal errors.
     return a.has_value_ == b.has_value_ && (a.has_value_ || a.error_ == b.error_);
   }
 
@@ -528,10 +519,8 @@ class CUDAMEM_DETAIL_NODISCARD_RESULT result : public detail::result_base<result
   };
 };
 
-/// What a fallible operation that produces no value returns: success, or an error.
-using status = result<void>;
-/// Called with the error of a failed release (cudaFree, ...) in a destructor; must not throw.
-using release_handler = void (*)(const error&) noexcept;
+using status = result<void>;  ///< What a fallible operation that produces no value returns: success, or an error.
+using release_handler = void (*)(const error&) noexcept;  ///< Called with a destructor's failed release (cudaFree...).
 namespace detail {
 inline void default_release_handler(const error& failure) noexcept {
   std::fprintf(stderr, "cudamem: release failed: %s\n", failure.message());
