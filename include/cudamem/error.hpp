@@ -53,7 +53,8 @@ enum class error_domain : unsigned char {
   cuda,     ///< the CUDA runtime reported it; the native code is the cudaError_t
   nccl,     ///< NCCL reported it; the native code is the ncclResult_t
 };
-[[nodiscard]] constexpr const char* to_string(error_domain domain) noexcept {  ///< "library", "cuda", "nccl", "unknown"
+/// "library", "cuda", "nccl", "unknown"
+[[nodiscard]] constexpr const char* to_string(error_domain domain) noexcept {
   constexpr const char* names[] = {"library", "cuda", "nccl"};
   return static_cast<unsigned>(domain) < 3u ? names[static_cast<unsigned>(domain)] : "unknown";
 }
@@ -89,17 +90,20 @@ class error {
   }
   [[nodiscard]] error_domain domain() const noexcept { return domain_; }  ///< Who reported it: library, cuda, nccl.
   [[nodiscard]] int native_code() const noexcept { return native_; }  ///< Its cudaError_t, ncclResult_t or errc.
-  [[nodiscard]] errc code() const noexcept {  ///< errc::cuda, errc::nccl, or what cudamem caught (the native code).
+  /// errc::cuda, errc::nccl, or what cudamem caught (the native code).
+  [[nodiscard]] errc code() const noexcept {
     return domain_ == error_domain::cuda ? errc::cuda : domain_ == error_domain::nccl ? errc::nccl : errc(native_);
   }
-  [[nodiscard]] cudaError_t cuda_status() const noexcept {  ///< The CUDA status; cudaSuccess if CUDA did not report it.
+  /// The CUDA status; cudaSuccess if CUDA did not report it.
+  [[nodiscard]] cudaError_t cuda_status() const noexcept {
     return domain_ == error_domain::cuda ? static_cast<cudaError_t>(native_) : cudaSuccess;
   }
   [[nodiscard]] const char* api() const noexcept { return has_api_ ? api_ : nullptr; }  ///< "copy", or null.
   [[nodiscard]] const char* call() const noexcept { return call_; }  ///< The CUDA or NCCL function, else the api.
   [[nodiscard]] const char* message() const noexcept { return text_; }  ///< One line: which call failed, and why.
   [[nodiscard]] bool is_sticky() const noexcept { return is_sticky_status(cuda_status()); }  ///< Context lost.
-  [[nodiscard]] error with_api(const char* outer_api) const noexcept {  ///< This error, naming the api `outer_api`.
+  /// This error, naming the api `outer_api`.
+  [[nodiscard]] error with_api(const char* outer_api) const noexcept {
     error outer = *this;
     if (outer_api == nullptr && domain_ == error_domain::library) outer_api = "cudamem";
     outer.start(outer_api, domain_ == error_domain::library ? outer_api : call_);
@@ -313,7 +317,8 @@ class [[nodiscard]] result<void> : public detail::result_base<result<void>> {
   void operator*() const noexcept { check(true, false, "status::operator*"); }  ///< Nothing; debug builds check.
   /// Nothing on success; on an error, prints the message and aborts, in every build (one overload: nothing moves).
   void value() const noexcept { check(true, true, "status::value()"); }
-  friend bool operator==(const result& a, const result& b) noexcept {  ///< Both succeeded, or failed with equal errors.
+  /// Both succeeded, or failed with equal errors.
+  friend bool operator==(const result& a, const result& b) noexcept {
     return a.has_value_ == b.has_value_ && (a.has_value_ || a.error_ == b.error_);
   }
 
