@@ -86,8 +86,7 @@ inline result<int> cached_attribute(device_id id, const char* api) noexcept {
   return detail::check(cudaSetDevice(id.get()), "set_current_device", "cudaSetDevice");
 }
 
-/// Makes a device current and restores the previous one when it goes (failing: to the release handler). Move-only:
-/// the restore moves with it; a guard assigned over first restores its own.
+/// RAII: makes a device current and restores the previous one when it goes (failing: the release handler); move-only.
 class device_guard {
  public:
   /// Makes `id` current (restoring nothing if it already was). Errors (nothing changed): out_of_range; CUDA's.

@@ -1,6 +1,5 @@
 // SPDX-License-Identifier: MIT
-// Internal: hot-path stream and event queries through driver entry points loaded at run time (nothing links
-// libcuda), else the runtime call, for its error. Why: docs/decisions.md.
+// Internal: hot-path stream and event calls through the driver (loaded at run time), else the runtime: decisions.md.
 #pragma once
 
 #include <cudamem/detail/config.hpp>
