@@ -31,7 +31,6 @@ class device_id {
   CUDAMEM_TRY(detail::check(cudaGetDeviceCount(&count), "device_count", "cudaGetDeviceCount"));
   return count;
 }
-
 /// The calling thread's current device. Errors: CUDA errors (no device, no driver).
 [[nodiscard]] inline result<device_id> current_device() noexcept {
   int ordinal = 0;
@@ -40,8 +39,7 @@ class device_id {
 }
 
 namespace detail {
-/// Succeeds when `id` names an existing device; `api` names the caller in the error.
-inline status check_device(device_id id, const char* api) noexcept {
+inline status check_device(device_id id, const char* api) noexcept {  // out_of_range unless `id` names a device
   auto count = device_count();
   if (!count) return error(count.error().cuda_status(), api, "cudaGetDeviceCount");
   if (id.get() < 0 || id.get() >= *count)
@@ -53,12 +51,11 @@ struct device_restore {  // what a device_guard owns: the ordinal to make curren
   static int empty() noexcept { return cudaInvalidDeviceId; }
   static void release(int ordinal) noexcept { check_release(cudaSetDevice(ordinal), "cudaSetDevice"); }
 };
-/// One int per `Tag` and ordinal in [0, max_devices), read once (errors are not kept); racing threads store the same.
+/// get(): one int per `Tag` and ordinal < max_devices, from `read(ordinal)` until it succeeds; racers store the same.
 template <class Tag>
 struct per_device_cache {
   static constexpr int max_devices = 64;
   static inline long long slots[max_devices] = {};  // a known value v as (1 << 32) | v, one atomic word; 0: unknown
-  /// The cached value for `ordinal`, else `read(ordinal)` (a result<int>), cached when it succeeds.
   template <class Read>
   static result<int> get(int ordinal, Read&& read) noexcept {
     const bool cacheable = ordinal >= 0 && ordinal < max_devices;
@@ -70,7 +67,7 @@ struct per_device_cache {
     return value;
   }
 };
-/// An attribute of a device, read once per (device, attribute) and cached. Errors: out_of_range; CUDA errors.
+/// An attribute of a device, read once and cached. Errors: out_of_range; CUDA errors.
 template <cudaDeviceAttr Attribute>
 inline result<int> cached_attribute(device_id id, const char* api) noexcept {
   using cache = per_device_cache<std::integral_constant<cudaDeviceAttr, Attribute>>;
@@ -89,8 +86,7 @@ inline result<int> cached_attribute(device_id id, const char* api) noexcept {
   return detail::check(cudaSetDevice(id.get()), "set_current_device", "cudaSetDevice");
 }
 
-/// RAII: makes a device current and restores the previous one when it goes (a failed restore goes to the release
-/// handler). Move-only: the restore moves with it; a guard assigned over first restores its own.
+/// RAII: makes a device current and restores the previous one when it goes (failing: the release handler); move-only.
 class device_guard {
  public:
   /// Makes `id` current (restoring nothing if it already was). Errors (nothing changed): out_of_range; CUDA's.
@@ -121,7 +117,6 @@ class device_guard {
   auto value = detail::cached_attribute<cudaDevAttrMaxPitch>(id, "max_pitch");
   return value ? result<std::size_t>(static_cast<unsigned>(*value)) : value.error();
 }
-
 /// The compute capability of `id` as major * 10 + minor (90 on Hopper), cached per device. Errors: as max_pitch.
 [[nodiscard]] inline result<int> compute_capability(device_id id) noexcept {
   auto major = detail::cached_attribute<cudaDevAttrComputeCapabilityMajor>(id, "compute_capability");

@@ -76,7 +76,6 @@ class host_registration {
   detail::unique_handle<detail::host_registration_handle> registered_;
   std::size_t count_ = 0;
 };
-
 /// As host_registration::register_range.
 template <class T>
 [[nodiscard]] result<host_registration<T>> host_register(host_span<T> range) noexcept {

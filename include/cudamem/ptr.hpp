@@ -36,15 +36,13 @@ namespace cudamem {
 /// compiles only where the memory may be touched: device memory in device code, host memory in host code.
 template <class T, memory_kind Kind>
 class ptr {
-  static constexpr bool on_host = std::is_same_v<Kind, host> || std::is_same_v<Kind, pinned>;  // host and pinned
+  static constexpr bool on_host = std::is_same_v<Kind, host> || std::is_same_v<Kind, pinned>;
 
  public:
   using element_type = T;  ///< T.
   using kind = Kind;       ///< The memory kind.
-  /// A null pointer (on device_id::host() for host and pinned memory, else on device 0).
-  CUDAMEM_HD constexpr ptr() noexcept : raw_(nullptr), device_(on_host ? device_id::host() : device_id(0)) {}
-  /// Wraps `raw`, which the caller asserts is memory of kind Kind on device `id`.
-  CUDAMEM_HD constexpr ptr(T* raw, device_id id) noexcept : raw_(raw), device_(id) {}
+  constexpr ptr() noexcept = default;  ///< Null, on device_id::host() for host and pinned memory, else on device 0.
+  CUDAMEM_HD constexpr ptr(T* raw, device_id id) noexcept : raw_(raw), device_(id) {}  ///< Unchecked: Kind on `id`.
   /// Wraps `raw`, host or pinned memory, on device_id::host().
   CUDAMEM_HD constexpr explicit ptr(T* raw) noexcept
     requires on_host
@@ -84,8 +82,8 @@ class ptr {
   ///@}
 
  private:
-  T* raw_;
-  device_id device_;
+  T* raw_ = nullptr;
+  device_id device_ = on_host ? device_id::host() : device_id(0);
 };
 
 template <class T>

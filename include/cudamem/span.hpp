@@ -48,7 +48,6 @@ class span {
   template <std::size_t N>
     requires std::is_same_v<Kind, host>
   constexpr span(T (&array)[N]) noexcept : data_(pointer(array)), size_(N) {}
-
   CUDAMEM_HD constexpr pointer data() const noexcept { return data_; }          ///< The first element's address.
   CUDAMEM_HD constexpr std::size_t size() const noexcept { return size_; }      ///< The number of elements.
   CUDAMEM_HD constexpr bool empty() const noexcept { return size_ == 0; }       ///< True when size() is 0.
@@ -62,7 +61,6 @@ class span {
   })
   CUDAMEM_DETAIL_ACCESSORS(T*, begin(), { return data_.get(); })       ///< The first element's raw address.
   CUDAMEM_DETAIL_ACCESSORS(T*, end(), { return data_.get() + size_; })  ///< The raw address past the last.
-
   /// Elements [offset, offset + count), checked by CUDAMEM_ASSERT in debug builds only: for kernels, hot loops.
   CUDAMEM_HD constexpr span subspan_unchecked(std::size_t offset, std::size_t count) const noexcept {
     CUDAMEM_ASSERT(offset <= size_ && count <= size_ - offset, "subspan out of range");
@@ -109,7 +107,6 @@ template <class T>
 using host_span = span<T, host>;  ///< A view of pageable host memory.
 template <class T>
 using managed_span = span<T, managed>;  ///< A view of managed memory.
-
 /// Deduces `span<T, host>` from a host container.
 template <class Range>
 span(Range&) -> span<std::remove_reference_t<decltype(*std::declval<Range&>().data())>, host>;
@@ -127,7 +124,6 @@ template <class T>
 [[nodiscard]] constexpr host_span<T> make_host_span(T* first, std::size_t count) noexcept {
   return host_span<T>(host_ptr<T>(first), count);
 }
-
 /// The bytes of a view, const, of the same kind and device, for raw copies. Errors: size_overflow (too many bytes).
 template <class T, memory_kind Kind>
 [[nodiscard]] result<span<const std::byte, Kind>> as_bytes(span<T, Kind> view) noexcept {

@@ -23,11 +23,9 @@ class event_ref;
 namespace detail {
 /// A moved-from stream's handle: one CUDA rejects (null is the legacy stream), checked by every library call.
 inline cudaStream_t invalid_stream() noexcept { return reinterpret_cast<cudaStream_t>(~std::uintptr_t{0}); }
-/// Null, cudaStreamLegacy or cudaStreamPerThread: a default stream, always the current device's.
-inline bool is_default_stream(cudaStream_t handle) noexcept {
+inline bool is_default_stream(cudaStream_t handle) noexcept {  // always the current device's
   return handle == nullptr || handle == cudaStreamLegacy || handle == cudaStreamPerThread;
 }
-/// The error for a moved-from stream or event (`what`) passed to `api`.
 inline error handle_moved_from(const char* api, const char* what) noexcept {
   return error(errc::invalid_argument, api, "the %s was moved from", what);
 }
@@ -52,7 +50,6 @@ inline status refuse_capture(cudaStream_t handle, const char* api, const char* w
   if (capture != cudaStreamCaptureStatusNone) return error(errc::capture_active, api, "%s", why);
   return {};
 }
-
 /// Counts stream objects taking or giving up handles: CUDA reuses them, so handle-keyed state rechecks on a change.
 struct CUDAMEM_DETAIL_PROCESS_WIDE streams_disowned {
   std::atomic<std::uint64_t> count{0};
@@ -73,7 +70,7 @@ inline void own_stream(cudaStream_t handle, bool begins) noexcept {
   }
   disowned_count().fetch_add(1, std::memory_order_acq_rel);
 }
-/// Calls `f()` while a stream object owns `handle`, which then stays valid; false when none does. `f` must not create,
+/// `f()` under the lock while a stream object owns `handle` (so it stays valid), else false. `f` must not create,
 /// destroy or release a stream object, nor report to the release handler (whose code might).
 template <class F>
 auto while_owned(cudaStream_t handle, F&& f) noexcept -> decltype(f()) {
@@ -98,7 +95,9 @@ struct event_handle {  // what an event owns; a moved-from event holds null
 bool from_owner(stream_ref s) noexcept;
 }  // namespace detail
 
-/// A non-owning reference to a CUDA stream and, where known, its device (CUDA cannot name a capturing stream's).
+/// A non-owning reference to a CUDA stream and, where known, its device (CUDA cannot name a capturing stream's); the
+/// default streams, legacy() (it synchronizes with blocking streams) and the calling thread's per_thread(), are the
+/// current device's. Members fail with invalid_argument after a move, and with CUDA's errors.
 class stream_ref {
  public:
   stream_ref() noexcept = default;      ///< The legacy default stream of the current device, as legacy().
@@ -110,23 +109,19 @@ class stream_ref {
   [[nodiscard]] static stream_ref from_native_handle(cudaStream_t handle, device_id id) noexcept {
     return stream_ref(handle, id.get());
   }
-  /// The legacy default stream of the current device (it synchronizes with that device's blocking streams).
-  [[nodiscard]] static stream_ref legacy() noexcept { return stream_ref(cudaStreamLegacy); }
-  /// The calling thread's per-thread default stream of the current device.
-  [[nodiscard]] static stream_ref per_thread() noexcept { return stream_ref(cudaStreamPerThread); }
+  [[nodiscard]] static stream_ref legacy() noexcept { return stream_ref(cudaStreamLegacy); }  ///< Legacy default.
+  [[nodiscard]] static stream_ref per_thread() noexcept { return stream_ref(cudaStreamPerThread); }  ///< Per-thread.
   [[nodiscard]] cudaStream_t get() const noexcept { return handle_; }  ///< The raw handle (after a move: invalid).
   [[nodiscard]] bool valid() const noexcept { return handle_ != detail::invalid_stream(); }  ///< False after a move.
-
-  /// The device given, the current one for a default stream, else cudaStreamGetDevice's; does not synchronize.
-  /// Errors: invalid_argument (moved from); capture_active (capturing, device not known); CUDA errors.
+  /// The device given, the current one for a default stream, else CUDA's. Errors: capture_active (capturing, none
+  /// given).
   [[nodiscard]] result<device_id> device() const noexcept {
     if (device_ != unknown_device && valid() && !detail::is_default_stream(handle_)) [[likely]]
       return device_id(device_);
     return device_slow();
   }
-  /// Blocks until all queued work has finished; synchronizes. Errors: invalid_argument (moved from); capture_active
-  /// if its work joins a graph capture, which waiting would invalidate; CUDA errors, also of earlier work. A capture
-  /// in progress elsewhere (this thread or another, any mode) is left intact.
+  /// Blocks until all queued work is done, leaving a capture elsewhere (any thread or mode) intact. Errors: also
+  /// earlier work's; capture_active if its work joins a graph capture, which waiting would invalidate.
   [[nodiscard]] status synchronize() const noexcept {
     CUDAMEM_TRY(usable_outside_capture("stream::synchronize"));
     detail::relaxed_capture_scope relaxed;
@@ -138,8 +133,7 @@ class stream_ref {
     detail::relaxed_capture_scope relaxed;
     return detail::query_result(cudaStreamQuery(handle_), "stream::ready", "cudaStreamQuery");
   }
-  /// Later work waits for `e`'s last record() (of any device); does not block. Errors: invalid_argument, CUDA errors.
-  [[nodiscard]] status wait(event_ref e) const noexcept;
+  [[nodiscard]] status wait(event_ref e) const noexcept;  ///< Later work waits for `e`'s last record() (any device).
   /// Equal when the handles are, whether the device is known or not (the legacy stream and null are unequal).
   friend bool operator==(stream_ref a, stream_ref b) noexcept { return a.handle_ == b.handle_; }
 
@@ -167,36 +161,31 @@ class stream_ref {
         handle_, api,
         "the stream's work belongs to a graph capture in progress; waiting for it would invalidate the capture");
   }
-
   friend class stream;
   friend bool detail::from_owner(stream_ref) noexcept;
-
   cudaStream_t handle_ = cudaStreamLegacy;
   int device_ = unknown_device;  // the ordinal, when known
   bool from_owner_ = false;  // made by a live stream object's ref(): its handle's reuse is counted
 };
-
-/// Whether `s` came from a stream object's ref(), so that the end of its handle shows in disowned_count().
 inline bool detail::from_owner(stream_ref s) noexcept { return s.from_owner_; }
 
-/// A non-owning reference to a CUDA event; an event converts to it, never the reverse.
+/// A non-owning reference to a CUDA event; an event converts to it, never the reverse. Errors as stream_ref's.
 class event_ref {
  public:
   /// Refers to a handle the caller keeps alive. Not checked.
   [[nodiscard]] static event_ref from_native_handle(cudaEvent_t handle) noexcept { return event_ref(handle); }
   [[nodiscard]] cudaEvent_t get() const noexcept { return handle_; }  ///< The raw handle; null after a move.
   [[nodiscard]] bool valid() const noexcept { return handle_ != nullptr; }  ///< False after a move.
-  /// Captures the work queued on `s` so far (cudaEventRecord), replacing an earlier record; does not block.
-  /// Errors: invalid_argument (event or stream moved from); CUDA errors (e.g. `s` is of another device).
+  /// Captures the work queued on `s` (of the event's device) so far, replacing an earlier record; does not block.
   [[nodiscard]] status record(stream_ref s) const noexcept {
     if (!valid()) return detail::handle_moved_from("event::record", "event");
     if (!s.valid()) return detail::handle_moved_from("event::record", "stream");
     return detail::check(cudaEventRecord(handle_, s.get()), "event::record", "cudaEventRecord");
   }
-  /// Blocks until the recorded work is done (at once if none); synchronizes. Errors: invalid_argument, CUDA errors.
+  /// Blocks until the recorded work is done (at once if none); a capture elsewhere is left intact.
   [[nodiscard]] status synchronize() const noexcept {
     if (!valid()) return detail::handle_moved_from("event::synchronize", "event");
-    detail::relaxed_capture_scope relaxed;  // a capture elsewhere is left intact, as by stream_ref::synchronize
+    detail::relaxed_capture_scope relaxed;
     return detail::check(cudaEventSynchronize(handle_), "event::synchronize", "cudaEventSynchronize");
   }
   /// Whether the recorded work has finished (true if none); does not block. Not-ready as in stream_ref::ready.
@@ -212,7 +201,6 @@ class event_ref {
   explicit event_ref(cudaEvent_t handle) noexcept : handle_(handle) {}
   cudaEvent_t handle_;
 };
-
 inline status stream_ref::wait(event_ref e) const noexcept {
   if (!valid()) return detail::handle_moved_from("stream::wait", "stream");
   if (!e.valid()) return detail::handle_moved_from("stream::wait", "event");
@@ -224,7 +212,6 @@ struct stream_options {
   bool non_blocking = true;  ///< The synchronous copies and fills (on the legacy stream) do not wait for its work.
   int priority = 0;  ///< Lower numbers are higher priority; CUDA clamps it to the device's range.
 };
-
 /// An owning CUDA stream on a device; move-only. Destroying it does not wait; failures go to the release handler.
 class stream {
  public:
@@ -279,7 +266,6 @@ struct event_options {
   bool timing = true;  ///< Record timestamps, for elapsed_ms; false (cudaEventDisableTiming) is cheaper.
   bool blocking_sync = false;  ///< Block the thread in synchronize() (cudaEventBlockingSync) instead of spinning.
 };
-
 /// An owning CUDA event on a device, as stream is (cudaEventDestroy); it records its own device's streams, any wait.
 class event {
  public:
@@ -298,8 +284,7 @@ class event {
     auto id = current_device();
     return id ? create(*id, options) : id.error().with_api("event::create");
   }
-  /// A reference; it must not outlive the event. Invalid after a move.
-  [[nodiscard]] event_ref ref() const& noexcept { return event_ref(handle_.get()); }
+  [[nodiscard]] event_ref ref() const& noexcept { return event_ref(handle_.get()); }  ///< Must not outlive the event.
   event_ref ref() const&& = delete;  ///< Refused: it would dangle once the statement ends.
   operator event_ref() const& noexcept { return ref(); }  ///< As ref().
   operator event_ref() const&& = delete;  ///< Refused, as ref() of a temporary.
@@ -309,8 +294,7 @@ class event {
   [[nodiscard]] status record(stream_ref s) const noexcept { return ref().record(s); }  ///< As event_ref's.
   [[nodiscard]] status synchronize() const noexcept { return ref().synchronize(); }  ///< As event_ref's: blocks.
   [[nodiscard]] result<bool> ready() const noexcept { return ref().ready(); }  ///< As event_ref's.
-  /// Milliseconds between two recorded events created with timing; does not block. Errors: invalid_argument
-  /// (moved from); cudaErrorNotReady (not yet completed); cudaErrorInvalidResourceHandle (no timing); CUDA errors.
+  /// Milliseconds from `start` to `end` (recorded, with timing); does not block. Errors: cudaErrorNotReady; CUDA's.
   [[nodiscard]] static result<float> elapsed_ms(event_ref start, event_ref end) noexcept {
     constexpr const char* api = "event::elapsed_ms";
     if (!start.valid() || !end.valid()) return detail::handle_moved_from(api, "event");

@@ -1,6 +1,5 @@
 // SPDX-License-Identifier: MIT
-// cudamem: hot-path stream and event queries through driver entry points loaded at run time (nothing links libcuda);
-// the runtime call, for its error, where the driver does not answer. Why: docs/decisions.md. Internal.
+// Internal: hot-path stream and event calls through the driver (loaded at run time), else the runtime: decisions.md.
 #pragma once
 
 #include <cudamem/detail/config.hpp>
@@ -22,8 +21,7 @@ struct driver_calls {
   CUresult (*event_query)(CUevent) = nullptr;
 };
 
-// One table per default-stream flavour: a build with per-thread default streams asks for the per-thread forms. Out
-// of line, so that driver_table() inlines to the check of its guard.
+// One table per default-stream flavour; out of line, so that driver_table() inlines to the check of its guard.
 template <bool PerThread>
 [[gnu::noinline]] driver_calls load_driver_table() noexcept {
   driver_calls t;
@@ -60,32 +58,27 @@ inline bool driver_capture_status(cudaStream_t s, CUstreamCaptureStatus& status)
   const auto f = driver().stream_is_capturing;
   return f != nullptr && f(s, &status) == CUDA_SUCCESS;
 }
-/// cudaStreamIsCapturing; the runtime call (and its error) when the driver does not answer.
+/// The runtime calls below, through the driver where it answers.
 inline cudaError_t stream_capture_status(cudaStream_t s, cudaStreamCaptureStatus* status) noexcept {
-  if (CUstreamCaptureStatus st{}; driver_capture_status(s, st)) {
-    *status = static_cast<cudaStreamCaptureStatus>(st);
-    return cudaSuccess;
-  }
-  return cudaStreamIsCapturing(s, status);
+  CUstreamCaptureStatus st{};
+  if (!driver_capture_status(s, st)) return cudaStreamIsCapturing(s, status);
+  *status = static_cast<cudaStreamCaptureStatus>(st);
+  return cudaSuccess;
 }
-/// cudaStreamGetId, likewise.
 inline cudaError_t stream_unique_id(cudaStream_t s, unsigned long long* id) noexcept {
   const auto f = driver().stream_get_id;
   return f != nullptr && f(s, id) == CUDA_SUCCESS ? cudaSuccess : cudaStreamGetId(s, id);
 }
-/// cudaThreadExchangeStreamCaptureMode, likewise.
 inline cudaError_t exchange_capture_mode(cudaStreamCaptureMode* mode) noexcept {
   const auto f = driver().exchange_capture_mode;
   if (f != nullptr && f(reinterpret_cast<CUstreamCaptureMode*>(mode)) == CUDA_SUCCESS) return cudaSuccess;
   return cudaThreadExchangeStreamCaptureMode(mode);
 }
-/// cudaEventRecord, likewise.
 inline cudaError_t record_event(cudaEvent_t e, cudaStream_t s) noexcept {
   const auto f = driver().event_record;
   return f != nullptr && f(e, s) == CUDA_SUCCESS ? cudaSuccess : cudaEventRecord(e, s);
 }
-/// cudaEventQuery, likewise; not-ready from the driver is cudaErrorNotReady, which the runtime never stores.
-inline cudaError_t query_event(cudaEvent_t e) noexcept {
+inline cudaError_t query_event(cudaEvent_t e) noexcept {  // not-ready: cudaErrorNotReady, never stored by the runtime
   const auto f = driver().event_query;
   if (f != nullptr) {
     const CUresult r = f(e);
