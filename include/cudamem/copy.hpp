@@ -111,7 +111,6 @@ inline constexpr detail::copy_fn<detail::copy_rule::any> copy{};
 inline constexpr detail::copy_fn<detail::copy_rule::from_device> copy_from_device{};  ///< copy; src device or managed.
 inline constexpr detail::copy_fn<detail::copy_rule::from_host> copy_from_host{};  ///< copy; src host-accessible.
 inline constexpr detail::copy_fn<detail::copy_rule::to_host> copy_to_host{};  ///< copy; dst host-accessible.
-
 inline constexpr detail::fill_bytes_fn fill_bytes{};  ///< fill_bytes(dst, value [, stream]): memset, as copy is run.
 
 #if defined(__CUDACC__)

@@ -123,7 +123,8 @@ class resource_ref {
   [[nodiscard]] result<void*> allocate(stream_ref s, std::size_t bytes, std::size_t alignment) const noexcept {
     return ops_->allocate(object_, s, bytes, alignment);
   }
-  void deallocate(stream_ref s, void* p, std::size_t bytes, std::size_t alignment) const noexcept {  ///< Likewise.
+  /// As the resource's deallocate.
+  void deallocate(stream_ref s, void* p, std::size_t bytes, std::size_t alignment) const noexcept {
     ops_->deallocate(object_, s, p, bytes, alignment);
   }
   /// True for a resource with `static constexpr bool selects_device = true`: it makes a stream's device current itself.
