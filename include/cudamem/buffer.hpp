@@ -28,8 +28,7 @@ class buffer {
   using value_type = T;                      ///< T.
   using kind = Kind;                         ///< The memory kind.
   static constexpr bool owns_memory = true;  ///< Stream-ordered operations refuse a temporary buffer.
-
-  buffer() noexcept = default;  ///< An empty buffer.
+  buffer() noexcept = default;               ///< An empty buffer.
 
   /// `count` elements on the current device from the kind's default resource (device: cudaMalloc); synchronous. Errors:
   /// size_overflow, not_supported (alignof(T) > 256 for CUDA memory), out_of_memory (host), CUDA errors.
@@ -42,9 +41,8 @@ class buffer {
   {
     return make(count, id, stream_ref(), default_resource<Kind>());
   }
-  /// `count` elements ordered on `s`, on its device: device memory from the allocator registered on `s`, else the
-  /// stream-ordered pool (does not synchronize, can be captured); other kinds synchronously, freed on `s`. Errors: as
-  /// allocate(count); invalid_argument (moved-from stream); capture_active (see stream_ref::from_native_handle).
+  /// `count` elements on `s`'s device, freed on `s`: device memory from `s`'s registered allocator, else the pool (not
+  /// synchronizing, capturable); others synchronously. Errors: as allocate(count); invalid_argument, capture_active.
   [[nodiscard]] static result<buffer> allocate(std::size_t count, stream_ref s) noexcept {
     if constexpr (std::is_same_v<Kind, cudamem::device>) return allocate(count, s, allocator_for(s));
     else return allocate(count, s, default_resource<Kind>(true));
@@ -55,12 +53,11 @@ class buffer {
     return make(count, on_device ? std::nullopt : std::optional(device_id::host()), s, resource);
   }
 
-  /// Takes over the memory of `other`, which is left empty.
+  /// Takes over the memory of `other`, leaving it empty.
   buffer(buffer&& other) noexcept : buffer(other.data_, other.size_, other.device_, other.stream_, other.resource_) {
     other.forget();
   }
-  /// Frees this buffer's memory (as the destructor does), then takes over the memory of `other`.
-  buffer& operator=(buffer&& other) noexcept {
+  buffer& operator=(buffer&& other) noexcept {  ///< Frees this buffer's memory, then takes over that of `other`.
     if (this != &other) {
       free();
       data_ = other.data_;
@@ -76,8 +73,7 @@ class buffer {
   buffer& operator=(const buffer&) = delete;
   ~buffer() { free(); }  ///< Frees the memory through its resource, with its device current, on its stream.
 
-  /// A view of the whole buffer, valid while the buffer lives; not of a temporary buffer.
-  [[nodiscard]] span<T, Kind> view() & noexcept { return {data(), size_}; }
+  [[nodiscard]] span<T, Kind> view() & noexcept { return {data(), size_}; }  ///< The whole buffer, while it lives.
   [[nodiscard]] span<const T, Kind> view() const& noexcept { return {data(), size_}; }  ///< As view(), of const T.
   void view() const&& = delete;
   operator span<T, Kind>() & noexcept { return view(); }  ///< As view().
@@ -91,24 +87,20 @@ class buffer {
   [[nodiscard]] std::size_t size_bytes() const noexcept { return size_ * sizeof(T); }  ///< size() * sizeof(T); fits.
   [[nodiscard]] bool empty() const noexcept { return size_ == 0; }  ///< True when size() is 0.
   [[nodiscard]] device_id device() const noexcept { return device_; }  ///< Its device (host and pinned: host()).
-  /// The stream the memory is freed on: the one it was allocated on, or the last set_stream.
-  [[nodiscard]] stream_ref stream() const noexcept { return stream_; }
+  [[nodiscard]] stream_ref stream() const noexcept { return stream_; }  ///< The stream it is freed on (set_stream).
   [[nodiscard]] resource_ref<Kind> resource() const noexcept { return resource_; }  ///< The resource it came from.
-
   /// Frees on `s` from now on; the caller orders `s` after the buffer's work on its old stream (an event).
   void set_stream(stream_ref s) noexcept { stream_ = s; }
 
   /// Element `i`, host-side (device memory: does not compile); checked by CUDAMEM_ASSERT in debug builds.
   T& operator[](std::size_t i) & noexcept { return host_side()[i]; }
   const T& operator[](std::size_t i) const& noexcept { return host_side()[i]; }  ///< As operator[], a const element.
-  /// The raw addresses of the first element and past the last, for range-for on the host (not device memory).
-  T* begin() & noexcept { return host_side().begin(); }
+  T* begin() & noexcept { return host_side().begin(); }  ///< The first element's address, host-side (range-for).
   const T* begin() const& noexcept { return host_side().begin(); }  ///< As begin(), of const elements.
   T* end() & noexcept { return host_side().end(); }  ///< As begin(), past the last element.
   const T* end() const& noexcept { return host_side().end(); }  ///< As end(), of const elements.
 
-  /// Gives up ownership, leaving the buffer empty: the caller frees the memory with resource().deallocate(stream(), p,
-  /// size_bytes(), alignof(T)), its device current.
+  /// Gives up ownership: free with resource().deallocate(stream(), p, size_bytes(), alignof(T)), its device current.
   [[nodiscard]] span<T, Kind> release() noexcept {
     const span<T, Kind> all = view();
     forget();
@@ -119,13 +111,12 @@ class buffer {
   buffer(T* data, std::size_t count, device_id id, stream_ref s, resource_ref<Kind> r) noexcept
       : data_(data), size_(count), device_(id), stream_(s), resource_(r) {}
 
-  // `id` current while the guard lives; none for host memory, nor for a resource that selects a stream's device.
+  // None for host memory, nor for a resource that selects a stream's device.
   static std::optional<result<device_guard>> make_current(device_id id, stream_ref s, resource_ref<Kind> r) noexcept {
     if (id.is_host() || (r.selects_device() && !detail::is_default_stream(s.get()))) return std::nullopt;
     return device_guard::set(id);
   }
-
-  // On device `id`, else (device memory without one) on the stream's.
+  // On device `id`, else on the stream's.
   static result<buffer> make(std::size_t count, std::optional<device_id> id, stream_ref s,
                              resource_ref<Kind> r) noexcept {
     constexpr const char* api = "buffer::allocate";
@@ -140,7 +131,6 @@ class buffer {
     if (!raw) return raw.error().with_api(api);
     return buffer(static_cast<T*>(*raw), count, *where, s, r);
   }
-
   // Instantiated only where used, so a buffer of device memory fails only when touched on the host. Not span's
   // accessors: nvcc lets a host member of a template call a __device__ one, and would accept device memory here.
   span<T, Kind> host_side() const noexcept {
@@ -149,12 +139,10 @@ class buffer {
                   "host or pinned buffer first (cudamem::copy), or use managed memory");
     return span<T, Kind>(ptr<T, Kind>(data_, device_), size_);
   }
-
   void free() noexcept {
     if (data_ == nullptr) return;
-    // A default stream means "the one current when used": free on the legacy stream of our device.
     const stream_ref on = detail::is_default_stream(stream_.get()) ? stream_ref::legacy() : stream_;
-    auto guard = make_current(device_, on, resource_);  // a failure leaves the current device: still free
+    auto guard = make_current(device_, on, resource_);  // failed: free anyway, on the current device
     resource_.deallocate(on, data_, size_bytes(), alignof(T));
     forget();
   }

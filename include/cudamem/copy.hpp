@@ -104,17 +104,14 @@ struct fill_bytes_fn {
 };
 }  // namespace detail
 
-/// copy(dst, src): copies `src` into `dst` (views or owners of one element type and extent), complete on return,
-/// after earlier work on the legacy stream (and blocking streams) of each device it touches; a capture that stream
-/// would join is refused first. copy(dst, src, stream): ordered on `stream`, can be captured. Errors (docs/copies.md):
-/// extents_mismatch, invalid_argument, overlap, size_overflow, out_of_range, capture_active (synchronous), CUDA errors.
+/// copy(dst, src [, stream]): copies `src` into `dst` (one element type and extent). Without a stream: complete on
+/// return, after earlier work on the legacy stream of each device it touches; with one: ordered on it, capturable.
+/// Errors (copies.md): extents_mismatch, invalid_argument, overlap, size_overflow, out_of_range, capture_active, CUDA.
 inline constexpr detail::copy_fn<detail::copy_rule::any> copy{};
 inline constexpr detail::copy_fn<detail::copy_rule::from_device> copy_from_device{};  ///< copy; src device or managed.
 inline constexpr detail::copy_fn<detail::copy_rule::from_host> copy_from_host{};  ///< copy; src host-accessible.
 inline constexpr detail::copy_fn<detail::copy_rule::to_host> copy_to_host{};  ///< copy; dst host-accessible.
-
-/// fill_bytes(dst, value [, stream]): sets each byte of `dst` to `value`, synchronous or ordered as copy is (memset).
-inline constexpr detail::fill_bytes_fn fill_bytes{};
+inline constexpr detail::fill_bytes_fn fill_bytes{};  ///< fill_bytes(dst, value [, stream]): memset, as copy is run.
 
 #if defined(__CUDACC__)
 namespace detail {
@@ -126,7 +123,6 @@ __global__ void fill_kernel(char* first, std::size_t width, std::size_t height, 
     reinterpret_cast<T*>(first + row * pitch)[i - row * width] = value;
   }
 }
-
 struct fill_fn {
   template <viewable_ref Dst, class V>
   [[nodiscard]] status operator()(Dst&& dst, const V& value, stream_ref s) const noexcept {
@@ -167,7 +163,7 @@ struct fill_fn {
 }  // namespace detail
 
 /// fill(dst, value, stream), nvcc only: a kernel on the stream's device sets each element of `dst` to `value` (no
-/// narrowing); asynchronous, capturable. Errors: invalid_argument (another device's memory, no peer_access), CUDA's.
+/// narrowing); capturable. Errors: invalid_argument (another device's memory, no peer_access), CUDA errors.
 inline constexpr detail::fill_fn fill{};
 #endif
 

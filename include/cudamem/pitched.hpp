@@ -59,7 +59,6 @@ class pitched_span {
     CUDAMEM_ASSERT(r < height_, "pitched_span row out of range");
     return row_type(pointer(row_address(r), data_.device()), width_);
   })
-
   /// Rows [r, r + rows) of columns [c, c + cols); unchecked but for CUDAMEM_ASSERT in debug builds (kernels).
   CUDAMEM_HD pitched_span subspan_unchecked(std::size_t r, std::size_t c, std::size_t rows,
                                             std::size_t cols) const noexcept {
@@ -150,8 +149,7 @@ class pitched_buffer {
   using value_type = T;                      ///< T.
   using kind = Kind;                         ///< The memory kind.
   static constexpr bool owns_memory = true;  ///< Stream-ordered operations refuse a temporary one.
-
-  pitched_buffer() noexcept = default;  ///< An empty buffer.
+  pitched_buffer() noexcept = default;       ///< An empty buffer.
 
   /// `height` rows of `width` elements (device, managed: on the current device) from the kind's default resource,
   /// padded as cudaMallocPitch (host, pinned: 512 bytes). Synchronous; empty for 0. Errors: as buffer::allocate.
@@ -177,10 +175,8 @@ class pitched_buffer {
     return make(width, height, on_device ? s.device() : device_id::host(), s, resource);
   }
 
-  /// Takes over the memory of `other`, which is left empty.
-  pitched_buffer(pitched_buffer&& other) noexcept { *this = std::move(other); }
-  /// Frees this buffer's memory, then takes over the memory of `other`.
-  pitched_buffer& operator=(pitched_buffer&& other) noexcept {
+  pitched_buffer(pitched_buffer&& other) noexcept { *this = std::move(other); }  ///< Takes over `other`, emptied.
+  pitched_buffer& operator=(pitched_buffer&& other) noexcept {  ///< Frees its memory, then takes over `other`'s.
     if (this != &other) {
       rows_ = std::move(other.rows_);
       width_ = std::exchange(other.width_, 0);
@@ -200,12 +196,9 @@ class pitched_buffer {
   operator pitched_span<T, Kind>() const&& = delete;
   operator pitched_span<const T, Kind>() const&& = delete;
   ///@}
-  ///@{
-  /// The first element (null when nothing was allocated); const for a const buffer.
-  [[nodiscard]] ptr<T, Kind> data() & noexcept { return rows_.data(); }
-  [[nodiscard]] ptr<const T, Kind> data() const& noexcept { return rows_.data(); }
+  [[nodiscard]] ptr<T, Kind> data() & noexcept { return rows_.data(); }  ///< The first element (null when empty).
+  [[nodiscard]] ptr<const T, Kind> data() const& noexcept { return rows_.data(); }  ///< As data(), of const T.
   void data() const&& = delete;
-  ///@}
   [[nodiscard]] std::size_t width() const noexcept { return width_; }  ///< Elements per row.
   [[nodiscard]] std::size_t height() const noexcept { return height_; }  ///< Rows.
   [[nodiscard]] std::size_t pitch_bytes() const noexcept { return pitch_; }  ///< Bytes from a row to the next.
@@ -213,8 +206,7 @@ class pitched_buffer {
   [[nodiscard]] device_id device() const noexcept { return rows_.device(); }  ///< As buffer::device().
   [[nodiscard]] stream_ref stream() const noexcept { return rows_.stream(); }  ///< The stream it is freed on.
   [[nodiscard]] resource_ref<Kind> resource() const noexcept { return rows_.resource(); }  ///< Where it came from.
-  /// Hands the buffer to stream `s`, as buffer::set_stream.
-  void set_stream(stream_ref s) noexcept { rows_.set_stream(s); }
+  void set_stream(stream_ref s) noexcept { rows_.set_stream(s); }  ///< As buffer::set_stream.
 
  private:
   using storage = buffer<T, Kind>;
@@ -223,8 +215,7 @@ class pitched_buffer {
   pitched_buffer(storage rows, std::size_t width, std::size_t height, std::size_t pitch) noexcept
       : rows_(std::move(rows)), width_(width), height_(height), pitch_(pitch) {}
 
-  // Rows on `where`, padded as cudaMallocPitch pads them (stream-ordered: cudaDevAttrTexturePitchAlignment; host: 512
-  // bytes), from buffer::allocate(count, args...): the overload of the caller's arguments.
+  // Rows on `where`, padded as docs/decisions.md says, from buffer::allocate(count, args...): the caller's overload.
   template <class... Args>
   static result<pitched_buffer> make(std::size_t width, std::size_t height, result<device_id> where,
                                      Args... args) noexcept {

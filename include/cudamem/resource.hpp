@@ -1,7 +1,6 @@
 // SPDX-License-Identifier: MIT
 /// \file
-/// Memory resources: where a buffer's memory comes from and goes back to, with the stream-first interface of CCCL's
-/// cuda::mr and RMM; `resource_ref<K>` is the type-erased handle a buffer keeps.
+/// Memory resources (the stream-first interface of CCCL's cuda::mr and RMM) and `resource_ref<K>`, which buffers keep.
 #pragma once
 
 #include <cudamem/detail/capture.hpp>
@@ -40,12 +39,10 @@ inline status require_memory_pools(device_id id, const char* api) noexcept {
   if (*pools == 0) return error(errc::not_supported, api, "device %d has no stream-ordered memory pools", id.get());
   return {};
 }
-
 /// cudaMalloc, cudaMallocHost or cudaMallocManaged: synchronous, in relaxed capture mode (in no one's capture).
 template <memory_kind K>
 struct cuda_resource {
-  using kind = K;  ///< the kind it serves
-  /// Allocates `bytes` on the current device.
+  using kind = K;
   [[nodiscard]] result<void*> allocate(stream_ref, std::size_t bytes, std::size_t alignment) noexcept {
     CUDAMEM_TRY(check_alignment(alignment, allocate_name));
     relaxed_capture_scope relaxed;
@@ -56,7 +53,6 @@ struct cuda_resource {
     CUDAMEM_TRY(check(code, nullptr, allocate_name));
     return raw;
   }
-  /// Frees; a failure goes to the release handler.
   void deallocate(stream_ref, void* p, std::size_t, std::size_t) noexcept {
     relaxed_capture_scope relaxed;
     if constexpr (is_pinned) check_release(cudaFreeHost(p), "cudaFreeHost");
@@ -69,22 +65,19 @@ struct cuda_resource {
                                                : is_managed ? "cudaMallocManaged"
                                                             : "cudaMalloc";
 };
-
 template <class R>
 inline R builtin_resource{};  // the objects default_resource refers to
 }  // namespace detail
 
 /// cudaMalloc on the current device: usable on every stream at once. Synchronous; cudaFree synchronizes the device.
 using device_malloc_resource = detail::cuda_resource<device>;
-/// cudaMallocHost: page-locked, mapped for every device. Synchronous.
-using pinned_resource = detail::cuda_resource<pinned>;
-/// cudaMallocManaged (attached globally) on the current device. Synchronous.
-using managed_resource = detail::cuda_resource<managed>;
+using pinned_resource = detail::cuda_resource<pinned>;    ///< cudaMallocHost (mapped for every device), synchronous.
+using managed_resource = detail::cuda_resource<managed>;  ///< cudaMallocManaged (attached globally), synchronous.
 
 /// cudaMallocAsync from the pool of the stream's device, ordered on the stream; cudaFreeAsync on the stream given to
 /// deallocate. Both can be captured. Errors: not_supported without memory pools.
 struct device_pool_resource {
-  using kind = device;  ///< the kind it serves
+  using kind = device;  ///< The kind it serves.
   /// Allocates (see the struct).
   [[nodiscard]] result<void*> allocate(stream_ref s, std::size_t bytes, std::size_t alignment) noexcept {
     constexpr const char* api = "cudaMallocAsync";
@@ -94,24 +87,21 @@ struct device_pool_resource {
     CUDAMEM_TRY(detail::check(cudaMallocAsync(&raw, bytes, s.get()), nullptr, api));
     return raw;
   }
-  /// Frees; a failure goes to the release handler.
-  void deallocate(stream_ref s, void* p, std::size_t, std::size_t) noexcept {
+  void deallocate(stream_ref s, void* p, std::size_t, std::size_t) noexcept {  ///< Frees (failures: release handler).
     detail::check_release(cudaFreeAsync(p, s.get()), "cudaFreeAsync");
   }
 };
 
 /// Aligned operator new: at least 64 bytes (a cache line), more when asked. Needs no device.
 struct host_resource {
-  using kind = host;  ///< the kind it serves
-  /// Allocates (see the struct).
-  [[nodiscard]] result<void*> allocate(stream_ref, std::size_t bytes, std::size_t alignment) noexcept {
+  using kind = host;  ///< The kind it serves.
+  [[nodiscard]] result<void*> allocate(stream_ref, std::size_t bytes, std::size_t alignment) noexcept {  ///< Allocates.
     CUDAMEM_TRY(detail::check_alignment(alignment, "operator new", false));
     void* raw = ::operator new(bytes, std::align_val_t{aligned(alignment)}, std::nothrow);
     if (raw == nullptr) return error(errc::out_of_memory, "operator new", "out of host memory (%zu bytes)", bytes);
     return raw;
   }
-  /// Frees.
-  void deallocate(stream_ref, void* p, std::size_t, std::size_t alignment) noexcept {
+  void deallocate(stream_ref, void* p, std::size_t, std::size_t alignment) noexcept {  ///< Frees.
     ::operator delete(p, std::align_val_t{aligned(alignment)});
   }
 
@@ -123,13 +113,12 @@ struct host_resource {
 template <memory_kind K>
 class resource_ref {
  public:
-  using kind = K;  ///< the kind it serves
+  using kind = K;  ///< The kind it serves.
 
   /// Refers to `resource`, which must serve kind K (a resource of another kind does not compile).
   template <class R>
     requires(!std::is_same_v<std::remove_cv_t<R>, resource_ref> && memory_resource_for<R, K>)
   resource_ref(R& resource) noexcept : object_(&resource), ops_(&ops_for<R>) {}
-
   /// As the resource's allocate.
   [[nodiscard]] result<void*> allocate(stream_ref s, std::size_t bytes, std::size_t alignment) const noexcept {
     return ops_->allocate(object_, s, bytes, alignment);
@@ -138,11 +127,9 @@ class resource_ref {
   void deallocate(stream_ref s, void* p, std::size_t bytes, std::size_t alignment) const noexcept {
     ops_->deallocate(object_, s, p, bytes, alignment);
   }
-  /// Whether the resource makes a stream's device current itself where it needs one (`static constexpr bool
-  /// selects_device = true` in its type): a buffer on a stream then skips its own device switch.
+  /// True for a resource with `static constexpr bool selects_device = true`: it makes a stream's device current itself.
   [[nodiscard]] bool selects_device() const noexcept { return ops_->selects_device; }
-  /// Equal when both refer to the same resource object.
-  friend bool operator==(resource_ref a, resource_ref b) noexcept { return a.object_ == b.object_; }
+  friend bool operator==(resource_ref a, resource_ref b) noexcept { return a.object_ == b.object_; }  ///< Same object.
 
  private:
   struct operations {
@@ -151,13 +138,10 @@ class resource_ref {
     bool selects_device;
   };
   template <class R>
-  static constexpr operations ops_for{[](void* r, stream_ref s, std::size_t n, std::size_t a) noexcept {
-                                        return static_cast<R*>(r)->allocate(s, n, a);
-                                      },
-                                      [](void* r, stream_ref s, void* p, std::size_t n, std::size_t a) noexcept {
-                                        static_cast<R*>(r)->deallocate(s, p, n, a);
-                                      },
-                                      (requires { requires R::selects_device; })};
+  static constexpr operations ops_for{
+      [](void* r, auto... args) noexcept { return static_cast<R*>(r)->allocate(args...); },
+      [](void* r, auto... args) noexcept { static_cast<R*>(r)->deallocate(args...); },
+      (requires { requires R::selects_device; })};
 
   void* object_;
   const operations* ops_;
@@ -166,11 +150,10 @@ class resource_ref {
 /// The resource a buffer of kind K uses when none is given (device: the pool if stream-ordered, else cudaMalloc).
 template <memory_kind K>
 [[nodiscard]] resource_ref<K> default_resource(bool stream_ordered = false) noexcept {
-  using ref = resource_ref<K>;
   if constexpr (std::is_same_v<K, host>) return detail::builtin_resource<host_resource>;
   else if constexpr (std::is_same_v<K, device>)
-    return stream_ordered ? ref(detail::builtin_resource<device_pool_resource>)
-                          : ref(detail::builtin_resource<device_malloc_resource>);
+    return stream_ordered ? resource_ref<K>(detail::builtin_resource<device_pool_resource>)
+                          : resource_ref<K>(detail::builtin_resource<device_malloc_resource>);
   else return detail::builtin_resource<detail::cuda_resource<K>>;
 }
 

@@ -1,6 +1,5 @@
 // SPDX-License-Identifier: MIT
-// cudamem: the 2D device-to-device copy kernel, registered with the engine in nvcc builds (copy.hpp includes it). Wide
-// accesses, several loads in flight and a full grid get near 1D speed, which cudaMemcpy2DAsync does not. Internal.
+// cudamem: the 2D device-to-device copy kernel that nvcc builds give the engine (docs/decisions.md). Internal.
 #pragma once
 
 #include <cudamem/detail/transfer.hpp>
@@ -12,14 +11,12 @@
 namespace cudamem::detail {
 
 inline constexpr unsigned copy2d_threads = 256, copy2d_unroll = 4;
-
 struct copy2d_args {
   char* dst;
   const char* src;
   std::size_t dpitch, spitch;
   unsigned vecs, rows, tail;  // per row: `vecs` elements of V, then `tail` bytes (< sizeof(V))
 };
-
 // The last `tail` bytes of every row, one byte per thread over the whole grid.
 template <class V>
 __device__ void copy2d_tails(const copy2d_args& a) {
@@ -30,7 +27,6 @@ __device__ void copy2d_tails(const copy2d_args& a) {
     a.dst[r * a.dpitch + at] = a.src[r * a.spitch + at];
   }
 }
-
 // Wide rows: blockIdx.y walks the rows, blockIdx.x a stretch of each; a thread loads all its elements, then stores.
 template <class V>
 __global__ void __launch_bounds__(copy2d_threads) copy2d_wide(copy2d_args a) {
@@ -50,7 +46,6 @@ __global__ void __launch_bounds__(copy2d_threads) copy2d_wide(copy2d_args a) {
   }
   if (a.tail != 0) copy2d_tails<V>(a);
 }
-
 // Narrow rows: all rows' elements as one sequence (under 2^31), so that every lane has work however short a row.
 template <class V>
 __global__ void __launch_bounds__(copy2d_threads) copy2d_narrow(copy2d_args a) {
@@ -70,17 +65,12 @@ __global__ void __launch_bounds__(copy2d_threads) copy2d_narrow(copy2d_args a) {
   }
   if (a.tail != 0) copy2d_tails<V>(a);
 }
-
 template <class V>
 void launch_copy2d(const region& d, const region& s, unsigned sms, cudaStream_t stream) {
   const std::size_t vecs = d.row_bytes / sizeof(V);
-  const copy2d_args a{static_cast<char*>(d.addr),
-                      static_cast<const char*>(s.addr),
-                      d.pitch,
-                      s.pitch,
-                      static_cast<unsigned>(vecs),
-                      static_cast<unsigned>(d.rows),
-                      static_cast<unsigned>(d.row_bytes - vecs * sizeof(V))};
+  const copy2d_args a(static_cast<char*>(d.addr), static_cast<const char*>(s.addr), d.pitch, s.pitch,
+                      static_cast<unsigned>(vecs), static_cast<unsigned>(d.rows),
+                      static_cast<unsigned>(d.row_bytes - vecs * sizeof(V)));
   const unsigned per_block = copy2d_threads * copy2d_unroll, target = sms * 8;  // 8 resident blocks per SM
   if (vecs >= per_block / 2 || vecs * d.rows >= (std::size_t{1} << 31)) {
     const unsigned x = static_cast<unsigned>((vecs + per_block - 1) / per_block);
@@ -91,10 +81,8 @@ void launch_copy2d(const region& d, const region& s, unsigned sms, cudaStream_t 
     copy2d_narrow<V><<<static_cast<unsigned>(blocks < target ? blocks : target), copy2d_threads, 0, stream>>>(a);
   }
 }
-
-/// Launches a same-device 2D copy plan on `on` with the widest of 16-, 8- and 4-byte accesses that divides addresses
-/// and pitches. False, launching nothing, where cudaMemcpy2DAsync does as well: rows aligned to under 4 bytes or
-/// shorter than 16, 2^32 rows or more, a stream of another device (or one CUDA cannot name during a capture).
+/// Launches a same-device 2D copy on `on` with the widest access (16, 8, 4 bytes) that divides addresses and pitches.
+/// False, launching nothing, where cudaMemcpy2DAsync does as well (docs/decisions.md) or for 2^32 rows or more.
 inline result<bool> copy2d_launch(const plan& p, stream_ref on, const char* api) noexcept {
   const region &d = p.dst, &s = p.src;
   const std::uintptr_t bits =
@@ -114,7 +102,6 @@ inline result<bool> copy2d_launch(const plan& p, stream_ref on, const char* api)
   CUDAMEM_TRY(check(cudaGetLastError(), api, "copy2d kernel launch"));
   return true;
 }
-
 inline const bool copy2d_registered = (copy2d_kernel = &copy2d_launch, true);
 
 }  // namespace cudamem::detail

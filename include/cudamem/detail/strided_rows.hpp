@@ -17,7 +17,6 @@ result<std::size_t> row_stride_in_elements(pitched_span<T, Kind> rows, const cha
                  rows.pitch_bytes(), sizeof(T));
   return rows.pitch_bytes() / sizeof(T);
 }
-
 /// The strided rows as a view checked as make_pitched (one row or none: its length as pitch). Errors: invalid_argument
 /// (columns not adjacent, or as make_pitched); size_overflow.
 template <class T, memory_kind Kind>

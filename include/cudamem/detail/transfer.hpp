@@ -22,7 +22,6 @@ struct operand {
   device_id device = device_id::host();
   kind_id kind = kind_id::host;
 };
-
 /// A checked operand in bytes; footprint: from the first byte to one past the last. No defaults (docs/performance.md).
 struct region {
   void* addr;
@@ -36,14 +35,12 @@ struct region {
     return (kind == kind_id::device || kind == kind_id::managed) && !device.is_host();
   }
 };
-
-/// Checks operand `role` ("dst", "src") into `r`: sizes fit std::size_t and the address space, not null with elements,
-/// rows within the pitch. Filled in place: returning a region costs more in store-to-load stalls than the checks.
+/// Checks operand `role` into `r`, member by member (a returned region costs store-to-load stalls): sizes, null, pitch.
 [[gnu::always_inline]] inline status check_operand(const operand& o, std::size_t elem_size, const char* role,
                                                    const char* api, region& r) noexcept {
   auto row_bytes = bytes_of(o.width, elem_size, api);
   if (!row_bytes) return row_bytes.error();
-  r.addr = const_cast<void*>(o.addr);  // member by member: no temporary region to copy
+  r.addr = const_cast<void*>(o.addr);
   r.row_bytes = *row_bytes;
   r.rows = o.height;
   r.pitch = o.height > 1 ? o.pitch : *row_bytes;
@@ -80,12 +77,11 @@ struct plan {
   [[nodiscard]] bool peer() const noexcept {
     return !fill && dst.kind == kind_id::device && src.kind == kind_id::device && dst.device != src.device;
   }
-  /// The operand whose device runs the transfer: the first on a device, else none (the current device).
+  /// The operand whose device runs the transfer: the first on a device, else none (the current device runs it).
   [[nodiscard]] const region* home() const noexcept {
     return dst.on_device() ? &dst : !fill && src.on_device() ? &src : nullptr;
   }
 };
-
 /// A 2D transfer may not use a pitch beyond cudaDevAttrMaxPitch, which the driver does not check.
 inline status check_pitch_limits(const plan& p, const char* api) noexcept {
   auto limit = (p.home() != nullptr ? result<device_id>(p.home()->device) : current_device()).and_then(max_pitch);
@@ -96,7 +92,6 @@ inline status check_pitch_limits(const plan& p, const char* api) noexcept {
                    r == &p.dst ? "dst" : "src", r->pitch, *limit);
   return {};
 }
-
 // plan_copy for operands of equal heights.
 [[gnu::always_inline]] inline status plan_shaped(plan& p, const operand& dst, const operand& src, std::size_t elem_size,
                                                  cudaMemcpyKind direction, const char* api) noexcept {
@@ -116,7 +111,6 @@ inline status check_pitch_limits(const plan& p, const char* api) noexcept {
   // One row is flat: known at compile time for 1D views, where the pitch check then folds away.
   return dst.height == 1 || p.flat() || p.pageable() ? status() : check_pitch_limits(p, api);
 }
-
 // plan_copy of a 1D operand against a 2D one: the 1D one takes the 2D one's shape when it has as many elements.
 [[gnu::noinline]] inline status plan_reshaped(plan& p, const operand& dst, const operand& src, std::size_t elem_size,
                                               cudaMemcpyKind direction, const char* api) noexcept {
@@ -130,17 +124,13 @@ inline status check_pitch_limits(const plan& p, const char* api) noexcept {
                  src.width, src.height);
   return plan_shaped(p, d, s, elem_size, direction, api);
 }
-
-/// Checks a copy into `p`: extents (a 1D operand matches a 2D one of as many elements), each operand, overlap of the
-/// footprints (unified addressing; conservative for interleaved rows), the pitch limit. Inline (docs/decisions.md).
+/// Checks a copy into `p`: extents (1D matches 2D of as many elements), operands, footprint overlap, pitch limit.
 [[gnu::always_inline]] inline status plan_copy(plan& p, const operand& dst, const operand& src, std::size_t elem_size,
                                                cudaMemcpyKind direction, const char* api) noexcept {
   if (dst.height != src.height) [[unlikely]]
     return plan_reshaped(p, dst, src, elem_size, direction, api);
   return plan_shaped(p, dst, src, elem_size, direction, api);
 }
-
-/// Checks a fill of every byte of `dst` with `value` into `p`.
 [[gnu::always_inline]] inline status plan_fill(plan& p, const operand& dst, std::size_t elem_size, unsigned char value,
                                                const char* api) noexcept {
   p.fill = true;
@@ -149,11 +139,9 @@ inline status check_pitch_limits(const plan& p, const char* api) noexcept {
   return dst.height == 1 || p.flat() || p.pageable() ? status() : check_pitch_limits(p, api);  // empty: flat
 }
 
-/// The 2D copy kernel, set by the first translation unit nvcc compiles with cudamem (detail/copy2d.hpp), else null:
-/// false where cudaMemcpy2DAsync would win (the caller calls that), true once launched.
+/// The 2D copy kernel (detail/copy2d.hpp), set by nvcc translation units: false where cudaMemcpy2DAsync is as fast.
 inline result<bool> (*copy2d_kernel)(const plan&, stream_ref, const char*) noexcept = nullptr;
-
-/// The one CUDA call of a checked, non-empty plan, ordered on `s`. Does not synchronize.
+/// The one CUDA call of a checked, non-empty plan, ordered on `on`. Does not synchronize.
 inline status enqueue(const plan& p, stream_ref on, const char* api) noexcept {
   const region &d = p.dst, &s = p.src;
   const cudaStream_t stream = on.get();
@@ -189,9 +177,7 @@ inline status refuse_during_capture(const char* api) noexcept {
                         "a blocking stream is capturing a graph, and the legacy default stream would join it; use the "
                         "stream-ordered form on the capturing stream");
 }
-
-/// Runs a plan to completion: on the host for pageable memory only, else on the home device's legacy stream after
-/// earlier work there and on the other device's. A synchronize would disturb a capture elsewhere: relaxed mode.
+/// Runs a plan to completion: pageable memory on the host, else on the home device's legacy stream (docs/decisions.md).
 inline status run_sync(const plan& p, const char* api) noexcept {
   const region &d = p.dst, &s = p.src;
   if (d.empty()) return {};
@@ -208,7 +194,6 @@ inline status run_sync(const plan& p, const char* api) noexcept {
   if (!guard) return guard.error().with_api(api);
   CUDAMEM_TRY(refuse_during_capture(api));
 #if !defined(CUDA_API_PER_THREAD_DEFAULT_STREAM)  // there cudaMemcpy would go to the per-thread stream
-  // From device to host-side memory cudaMemcpy returns once the copy is done: as cheap as an enqueue and a synchronize.
   if (!p.fill && s.kind == kind_id::device && (d.kind == kind_id::host || d.kind == kind_id::pinned))
     return p.flat() ? check(cudaMemcpy(d.addr, s.addr, d.row_bytes * d.rows, p.direction), api, "cudaMemcpy")
                     : check(cudaMemcpy2D(d.addr, d.pitch, s.addr, s.pitch, d.row_bytes, d.rows, p.direction), api,
@@ -225,9 +210,8 @@ inline status run_sync(const plan& p, const char* api) noexcept {
   return check(cudaStreamSynchronize(cudaStreamLegacy), api, "cudaStreamSynchronize");
 }
 
-// run_async's failures: `done` failed; pool memory is mapped only where its device (or one given access) is current,
-// and CUDA refuses the transfer with invalid-value while another device is. Retry once with the stream's device
-// current.
+// `done` failed: pool memory is mapped only where its device (or one given access) is current, and CUDA refuses the
+// transfer with invalid-value while another device is. Retry once with the stream's device current.
 [[gnu::cold, gnu::noinline]] inline status retry_async(const plan& p, stream_ref s, const char* api,
                                                        const status& done) noexcept {
   if (done.error() != cudaErrorInvalidValue) return done;
@@ -235,7 +219,6 @@ inline status run_sync(const plan& p, const char* api) noexcept {
   auto guard = device ? device_guard::set(*device) : result<device_guard>(device.error());
   return guard && guard->previous() != *device ? enqueue(p, s, api) : done;
 }
-
 // run_async of what it does not inline: a moved-from stream, nothing to do, 2D, peers.
 [[gnu::noinline]] inline status run_async_general(const plan& p, stream_ref s, const char* api) noexcept {
   if (!s.valid()) return handle_moved_from(api, "stream");
@@ -245,9 +228,7 @@ inline status run_sync(const plan& p, const char* api) noexcept {
     return {};  // not `done`: copying a status copies its whole error
   return retry_async(p, s, api, done);
 }
-
-/// Enqueues a plan on `s`. Does not synchronize. A contiguous copy or fill within a device or with the host is its one
-/// CUDA call, inline: no status is built unless it fails.
+/// Enqueues a plan on `s`; does not synchronize. A contiguous copy or fill, not between devices, is one inline call.
 [[gnu::always_inline]] inline status run_async(const plan& p, stream_ref s, const char* api) noexcept {
   if (!s.valid() || p.dst.empty() || !p.flat() || p.peer()) [[unlikely]]
     return run_async_general(p, s, api);
