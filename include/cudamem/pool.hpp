@@ -52,16 +52,16 @@ struct caching_statistics {
   std::size_t out_of_memory_retries = 0;  ///< times the cache was given back after out-of-memory
 };
 
-/// Caches blocks of `Upstream` per (stream, size class): reused on the freeing stream at once, on another stream of its
-/// device once an event shows the free done. Out of memory: gives the cache back, retries once. Thread-safe; caches
-/// for max_streams streams, the rest use the upstream. Refuses a capturing stream. The release handler must not call
-/// into the pool; the pool must outlive its buffers. `StreamOrder` tells streams apart and orders them (CUDA events).
+/// Caches blocks of `Upstream` per (stream, size class): reused on the freeing stream at once, on another stream of
+/// its device once an event shows the free done. Out of memory: gives the cache back, retries once. Thread-safe;
+/// caches for max_streams streams, the rest use the upstream; refuses capturing streams. The release handler must not
+/// call into the pool; the pool must outlive its buffers. `StreamOrder` tells streams apart and orders them.
 template <class Upstream, class StreamOrder = detail::cuda_stream_order>
 class caching_pool {
  public:
   using kind = typename Upstream::kind;  ///< the upstream's kind
   static constexpr std::size_t block_alignment = 256;  ///< every block is this aligned (CUDA's guarantee)
-  static constexpr std::size_t max_streams = 64;  ///< streams with a cache at once
+  static constexpr std::size_t max_streams = 64;       ///< streams with a cache at once
   static constexpr bool selects_device = true;  ///< it makes the stream's device current for the upstream's calls
 
   /// A pool over `upstream`.
@@ -131,7 +131,7 @@ class caching_pool {
     alignas(64) mutable detail::spin_lock lock;
     std::atomic<std::uint64_t> confirmed{~std::uint64_t{0}};  // see state_for
     bool demanded = false;  // another stream found blocks no event covers: record one at our next call
-    bool retired = false;  // its stream is gone or its slot was taken: never cached into again
+    bool retired = false;   // its stream is gone or its slot was taken: never cached into again
     marker event{};
     std::uint64_t frees = 0, recorded = 0, passed = 0;  // frees so far; frees the last record covers; known done
     std::size_t bytes_in_use = 0, blocks_in_use = 0, reused = 0, reused_across = 0;
@@ -260,8 +260,7 @@ class caching_pool {
     }
     return nullptr;
   }
-  // `s`'s state: its cudaStreamGetId must match, unless confirmed for a stream object's ref() while no stream object
-  // came or went (detail::disowned_count()).
+  // `s`'s state; cudaStreamGetId is checked unless confirmed for a stream object's ref() at the same disowned_count().
   result<stream_state*> state_for(stream_ref s, const char* api) noexcept {
     if (stream_state* st = known_state(s, 1, 1)) return st;
     if (detail::is_default_stream(s.get())) return &overflow_;

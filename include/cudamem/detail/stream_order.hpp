@@ -1,6 +1,5 @@
 // SPDX-License-Identifier: MIT
-// cudamem, internal: the caching pool's size classes, its lock, and what it knows of streams (cuda_stream_order,
-// which tests/host/pool.cpp replaces with made-up streams to test the pool without a GPU).
+// cudamem, internal: the caching pool's size classes, its lock and its stream order (tests/host/pool.cpp fakes it).
 #pragma once
 
 #include <cudamem/detail/capture.hpp>
@@ -56,9 +55,8 @@ class spin_lock {
   std::atomic<bool> held_{false};
 };
 
-/// Streams through CUDA's driver entry points (no runtime call on the pool's hot path): a stream is known by its
-/// handle and cudaStreamGetId (never repeated in a process); an event per stream marks its frees. Every `api` names
-/// the caller in errors; failures that cannot be returned go to the release handler.
+/// Streams through CUDA's driver entry points (no runtime call on the pool's hot path), known by handle and
+/// cudaStreamGetId; an event per stream marks its frees. Failures it cannot return go to the release handler.
 struct cuda_stream_order {
   using marker = cudaEvent_t;  ///< null until the stream's first mark
 
