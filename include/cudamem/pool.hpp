@@ -4,7 +4,6 @@
 ///
 ///     status set_pool_release_threshold(device_id, bytes = unlimited)   keep cudaMallocAsync's memory across syncs
 ///     caching_pool<Upstream>            free lists per (stream, size class); reuse across streams after an event
-///       trim(), release(), statistics()
 ///     statistics_adaptor<Upstream>      bytes and blocks outstanding, peak
 ///     limit_adaptor<Upstream>           a byte budget; over it: errc::out_of_memory naming the budget
 ///
@@ -53,10 +52,10 @@ struct caching_statistics {
   std::size_t out_of_memory_retries = 0;  ///< times the cache was given back after out-of-memory
 };
 
-/// Caches blocks of `Upstream` in free lists per (stream, size class): reused on the freeing stream at once, on
-/// another stream of its device once an event shows the free done. Out of memory: gives the cache back and retries
-/// once. Thread-safe (a lock per stream); caches for max_streams streams at once, the rest go to the upstream. Refuses
-/// a capturing stream. The release handler must not call into the pool; the pool must outlive its buffers.
+/// Caches blocks of `Upstream` per (stream, size class): reused on the freeing stream at once, on another stream of
+/// its device once an event shows the free done. Out of memory: gives the cache back, retries once. Thread-safe;
+/// caches for max_streams streams, the rest use the upstream; refuses capturing streams. The release handler must not
+/// call into the pool; the pool must outlive its buffers. `StreamOrder` tells streams apart and orders them.
 template <class Upstream, class StreamOrder = detail::cuda_stream_order>
 class caching_pool {
  public:
@@ -65,7 +64,7 @@ class caching_pool {
   static constexpr std::size_t max_streams = 64;       ///< streams with a cache at once
   static constexpr bool selects_device = true;  ///< it makes the stream's device current for the upstream's calls
 
-  /// A pool over `upstream`, which must outlive it; `order` is how streams are told apart and ordered (CUDA events).
+  /// A pool over `upstream`.
   explicit caching_pool(Upstream& upstream, StreamOrder order = {}) noexcept
       : upstream_(upstream), order_(std::move(order)) {}
   caching_pool(const caching_pool&) = delete;
@@ -80,7 +79,6 @@ class caching_pool {
   /// moved-from stream); not_supported (alignment > 256); size_overflow; capture_active; the upstream's.
   [[nodiscard, gnu::always_inline]] result<void*> allocate(stream_ref s, std::size_t bytes,
                                                            std::size_t alignment) noexcept {
-    // The common case inline: a known stream's own cache, its only CUDA call the capture query.
     if (stream_state* st = known_state(s, bytes, alignment)) [[likely]] {
       const detail::size_class cls = detail::class_of_checked(bytes);
       CUDAMEM_TRY(order_.usable(s, "caching_pool::allocate"));
@@ -97,25 +95,19 @@ class caching_pool {
     deallocate_checked(s, p, bytes);
   }
 
-  /// Gives back the cached blocks known to be done and asks streams to mark the rest; does not wait.
-  void trim() noexcept { give_back(false); }
-  /// Waits for the streams (or devices) of all cached blocks and gives every one back; synchronizes.
-  void release() noexcept { give_back(true); }
+  void trim() noexcept { give_back(false); }  ///< Gives back the cached blocks known done; does not wait.
+  void release() noexcept { give_back(true); }  ///< Waits for all cached blocks' streams, gives all back.
   /// A snapshot of the counters.
   [[nodiscard]] caching_statistics statistics() const noexcept {
     caching_statistics out;
-    {
-      const std::lock_guard<std::mutex> lock(mutex_);
-      for (const auto& st : states_) add(out, *st);
-      add(out, overflow_);
-    }
+    const std::lock_guard<std::mutex> lock(mutex_);
+    for (const auto& st : states_) add(out, *st);
+    add(out, overflow_);
     out.bytes_reserved = reserved_bytes_.load(std::memory_order_relaxed);
     out.blocks_reserved = reserved_blocks_.load(std::memory_order_relaxed);
     out.peak_bytes_reserved = peak_.load(std::memory_order_relaxed);
     // Sums taken while blocks move between streams can be off for a moment.
-    const auto clamp = [](std::size_t v, std::size_t most) {
-      return static_cast<std::ptrdiff_t>(v) < 0 ? 0 : std::min(v, most);
-    };
+    const auto clamp = [](std::size_t v, std::size_t most) { return std::ptrdiff_t(v) < 0 ? 0 : std::min(v, most); };
     out.bytes_in_use = clamp(out.bytes_in_use, out.bytes_reserved);
     out.blocks_in_use = clamp(out.blocks_in_use, out.blocks_reserved);
     out.bytes_cached = out.bytes_reserved - out.bytes_in_use;
@@ -131,8 +123,7 @@ class caching_pool {
     void* address;
     std::uint64_t mark;  // the stream's free count when it came back
   };
-  // One stream. Counters wrap: a block handed out on one stream and freed on another counts on both.
-  struct alignas(64) stream_state {
+  struct alignas(64) stream_state {  // counters wrap: a block freed on another stream counts on both
     stream_state(cudaStream_t h, std::uint64_t i, int d) noexcept : handle(h), id(i), device(d) {}
     const cudaStream_t handle;  // this cache line is read by every find(): nothing written often
     const std::uint64_t id;
@@ -150,7 +141,6 @@ class caching_pool {
       blocks_in_use += blocks;
     }
   };
-
   static void add(caching_statistics& out, const stream_state& st) noexcept {
     const std::lock_guard<detail::spin_lock> lock(st.lock);
     out.bytes_in_use += st.bytes_in_use;
@@ -165,33 +155,27 @@ class caching_pool {
     std::size_t peak = peak_.load(std::memory_order_relaxed);
     while (blocks == 1 && now > peak && !peak_.compare_exchange_weak(peak, now, std::memory_order_relaxed)) {}
   }
-  // The device to make current for the upstream; -1 (the current one) for a default stream or one CUDA can't name.
-  int device_for(const stream_state* st, stream_ref s) const noexcept {
+  int device_for(const stream_state* st, stream_ref s) const noexcept {  // for the upstream; -1: the current one
     if (st != nullptr && st != &overflow_) return st->device;
     if (!s.valid() || detail::is_default_stream(s.get())) return -1;
     return order_.device(s, "caching_pool").value_or(-1);
   }
-  // Whether the free that cached `b` on `owner` is known to be done, asking the event at most once. Under the lock.
-  bool is_done(stream_state& owner, const block& b) noexcept {
+  bool is_done(stream_state& owner, const block& b) noexcept {  // b's free known done? One query at most; locked
     if (b.mark <= owner.passed) return true;
     if (b.mark > owner.recorded) return false;
     if (owner.recorded > owner.passed && order_.passed(owner.event)) owner.passed = owner.recorded;
     return b.mark <= owner.passed;
   }
-  // Frees a retired, empty state's lists and hands over its event, to destroy with no lock held. Under its lock.
-  static marker drop(stream_state& st) noexcept {
+  static marker drop(stream_state& st) noexcept {  // a retired, empty state's; its event, to destroy unlocked
     st.lists.reset();
     return std::exchange(st.event, marker{});
   }
-  // The mark of the newest cached block (marks start at 1); 0: none cached. Under the state's lock.
-  static std::uint64_t newest(const stream_state& st) noexcept {
+  static std::uint64_t newest(const stream_state& st) noexcept {  // the newest cached block's mark; 0: none
     std::uint64_t mark = 0;
     for (std::size_t c = 0; st.lists && c < detail::size_classes; ++c)
       if (!st.lists[c].empty()) mark = std::max(mark, st.lists[c].back().mark);
     return mark;
   }
-
-  // allocate with every check, for what known_state() does not vouch for.
   [[gnu::noinline]] result<void*> allocate_checked(stream_ref s, std::size_t bytes, std::size_t alignment) noexcept {
     constexpr const char* api = "caching_pool::allocate";
     CUDAMEM_TRY(detail::check_alignment(alignment, api));
@@ -205,7 +189,6 @@ class caching_pool {
       if (void* own = take_own(**found, *cls, s)) return own;
     return allocate_from(*found, *cls, s);
   }
-  // Another stream's finished block, else the upstream's (on out-of-memory: the cache given back, then once more).
   [[gnu::noinline]] result<void*> allocate_from(stream_state* st, detail::size_class cls, stream_ref s) noexcept {
     if (st != &overflow_)
       if (void* other = take_other(*st, cls)) return other;
@@ -213,8 +196,7 @@ class caching_pool {
       return order_.on_device(device, [&] { return upstream_.allocate(s, cls.bytes, block_alignment); });
     };
     auto fresh = from_upstream();
-    if (!fresh &&
-        (fresh.error().cuda_status() == cudaErrorMemoryAllocation || fresh.error().code() == errc::out_of_memory)) {
+    if (!fresh && (fresh.error() == cudaErrorMemoryAllocation || fresh.error() == errc::out_of_memory)) {
       release();
       retries_.fetch_add(1, std::memory_order_relaxed);
       fresh = from_upstream();
@@ -225,7 +207,6 @@ class caching_pool {
     st->in_use(cls.bytes, 1);
     return *fresh;
   }
-  // Caches `p` on `st` unless it has retired (false). Takes the lock.
   [[gnu::always_inline]] bool cache(stream_state& st, void* p, detail::size_class cls, stream_ref s) noexcept {
     {
       const std::lock_guard<detail::spin_lock> lock(st.lock);
@@ -241,13 +222,12 @@ class caching_pool {
       return true;
     });
   }
-  // deallocate with every check: a state found anew each time its stream's state retires under it.
   [[gnu::noinline]] void deallocate_checked(stream_ref s, void* p, std::size_t bytes) noexcept {
     if (p == nullptr) return;
     constexpr const char* api = "caching_pool::deallocate";
     const detail::size_class cls = detail::class_of(bytes, api).value_or(detail::size_class{0, bytes});
     status usable = order_.usable(s, api);
-    for (int attempt = 0; usable && attempt < 2; ++attempt) {
+    for (int attempt = 0; usable && attempt < 2; ++attempt) {  // once more if the state retired under us
       auto found = state_for(s, api);
       if (!found) (void)(usable = found.error());
       else if (*found == &overflow_) break;
@@ -255,15 +235,13 @@ class caching_pool {
     }
     if (!usable) report_release_failure(usable.error());
     if (!s.valid()) return;  // no stream to order the free on, nor a device known to wait for: it stays in use
-    {
-      const std::lock_guard<detail::spin_lock> lock(overflow_.lock);  // before `reserve`: statistics() reads
-      overflow_.in_use(0 - cls.bytes, std::size_t(0) - 1);           // in-use first, reserved second
-    }
+    std::unique_lock<detail::spin_lock> lock(overflow_.lock);  // before `reserve`: statistics() reads in-use first
+    overflow_.in_use(0 - cls.bytes, std::size_t(0) - 1);
+    lock.unlock();
     order_.on_device(device_for(nullptr, s), [&] { upstream_.deallocate(s, p, cls.bytes, block_alignment); });
     reserve(0 - cls.bytes, std::size_t(0) - 1);
   }
-  // The state of a stream object's ref() confirmed while no stream object came or went, for a request the fast
-  // path can serve (bytes in (0, 2^62], a power-of-two alignment up to 256); else null. No lock, no CUDA call.
+  // The confirmed state (see state_for) for a request the fast path serves, else null. No lock, no CUDA call.
   stream_state* known_state(stream_ref s, std::size_t bytes, std::size_t alignment) const noexcept {
     if (!detail::from_owner(s) || bytes - 1 >= detail::max_class_bytes || (alignment & (alignment - 1)) != 0 ||
         alignment - 1 >= block_alignment)
@@ -274,8 +252,6 @@ class caching_pool {
                ? st
                : nullptr;
   }
-
-  // The live state for a handle: no lock, no CUDA call.
   stream_state* find(cudaStream_t handle) const noexcept {
     const std::size_t used = used_.load(std::memory_order_acquire);
     for (std::size_t i = 0; i < used; ++i) {
@@ -284,8 +260,7 @@ class caching_pool {
     }
     return nullptr;
   }
-  // The state of `s`, checked against handle reuse: cudaStreamGetId must match, except for a stream object's ref()
-  // confirmed while no stream object was created, destroyed or released (detail::disowned_count()).
+  // `s`'s state; cudaStreamGetId is checked unless confirmed for a stream object's ref() at the same disowned_count().
   result<stream_state*> state_for(stream_ref s, const char* api) noexcept {
     if (stream_state* st = known_state(s, 1, 1)) return st;
     if (detail::is_default_stream(s.get())) return &overflow_;
@@ -294,7 +269,7 @@ class caching_pool {
     auto id = order_.id(s, api);
     if (!id) return id.error();
     if (st == nullptr || st->id != *id) {
-      marker gone{};  // the event of a state retired empty: destroyed with no lock held
+      marker gone{};  // a retired state's event, destroyed unlocked
       auto made = adopt(s, *id, api, gone);
       order_.destroy(gone);
       if (!made) return made.error();
@@ -303,8 +278,7 @@ class caching_pool {
     if (st != &overflow_ && detail::from_owner(s)) st->confirmed.store(disowned, std::memory_order_relaxed);
     return st;
   }
-  // The state for stream `id` at `s`'s handle, made on first sight; one at the handle with another id retires. With
-  // every slot taken, a state with nothing cached gives its slot up; if none can, the overflow state.
+  // Makes stream `id`'s state, retiring another at the handle; all slots taken: an empty state's, else overflow_.
   result<stream_state*> adopt(stream_ref s, std::uint64_t id, const char* api, marker& gone) noexcept {
     const std::lock_guard<std::mutex> lock(mutex_);
     const std::size_t used = used_.load(std::memory_order_relaxed);
@@ -314,8 +288,7 @@ class caching_pool {
     if (at_handle != nullptr && at_handle->id == id) return at_handle;
     auto device = order_.device(s, api);
     if (!device) return device.error();
-    // Retires slot `at`'s state (false if `only_empty` and it caches blocks) in one hold of its lock, so a free that
-    // found it sees it retired.
+    // One hold of the lock, so a free that found the state sees it retired; false: `only_empty` and it caches blocks.
     auto retire = [&](std::size_t at, bool only_empty) {
       stream_state& old = *slots_[at].load(std::memory_order_relaxed);
       const std::lock_guard<detail::spin_lock> held(old.lock);
@@ -331,13 +304,10 @@ class caching_pool {
       if (retire(i, true)) slot = i;
     if (slot == max_streams) return &overflow_;
     states_.push_back(std::make_unique<stream_state>(s.get(), id, *device));
-    stream_state* fresh = states_.back().get();
-    slots_[slot].store(fresh, std::memory_order_release);
+    slots_[slot].store(states_.back().get(), std::memory_order_release);
     if (slot == used) used_.store(used + 1, std::memory_order_release);  // after the slot, never before
-    return fresh;
+    return states_.back().get();
   }
-
-  // The newest block of class `cls` freed on `st`'s own stream. Takes the lock.
   [[gnu::always_inline]] void* take_own(stream_state& st, detail::size_class cls, stream_ref s) noexcept {
     {
       const std::lock_guard<detail::spin_lock> lock(st.lock);
@@ -346,30 +316,25 @@ class caching_pool {
     }
     return marking(st, s, [&st, cls] { return pop_own(st, cls); });
   }
-  // The slow side of take_own() and cache(): `f` under st.lock, then, if another stream asked, a record of the
-  // stream's event over its frees so far (those of `f` too); a failed record is reported once unlocked.
+  // `f` and, if another stream asked, a record of the event over the frees so far; a failure is reported unlocked.
   template <class F>
   [[gnu::noinline]] auto marking(stream_state& st, stream_ref s, F f) noexcept {
-    decltype(f()) out;
+    std::unique_lock<detail::spin_lock> lock(st.lock);
+    const auto out = f();
     status marked;
-    {
-      const std::lock_guard<detail::spin_lock> lock(st.lock);
-      out = f();
-      if (st.demanded) {
-        st.demanded = false;
-        marked = order_.mark(st.event, st.device, s);
-        if (marked) st.recorded = st.frees;
-      }
+    if (st.demanded) {
+      st.demanded = false;
+      marked = order_.mark(st.event, st.device, s);
+      if (marked) st.recorded = st.frees;
     }
+    lock.unlock();
     if (!marked) report_release_failure(marked.error());
     return out;
   }
-  // Caches `p` as the newest block of class `cls` on `st`. Under st.lock, its lists made.
   static void push_own(stream_state& st, void* p, detail::size_class cls) noexcept {
     st.lists[cls.index].push_back(block{p, ++st.frees});
     st.in_use(0 - cls.bytes, std::size_t(0) - 1);
   }
-  // The newest block of class `cls` on `st`, or null. Under st.lock.
   static void* pop_own(stream_state& st, detail::size_class cls) noexcept {
     if (!st.lists || st.lists[cls.index].empty()) return nullptr;
     void* address = st.lists[cls.index].back().address;
@@ -400,36 +365,33 @@ class caching_pool {
     }
     return nullptr;
   }
-  // Gives the upstream the finished blocks (all when `wait`, waiting with no stream lock held, for earlier frees).
-  void give_back(bool wait) noexcept {
+  void give_back(bool wait) noexcept {  // the finished blocks (all when `wait`); asks for marks where none covers
     [[maybe_unused]] const auto relaxed = order_.relaxed();
     std::vector<std::tuple<int, void*, std::size_t>> leaving;  // device, address, bytes
     std::vector<marker> gone;  // events of retired states: destroyed with no lock held
-    {
-      const std::lock_guard<std::mutex> lock(mutex_);
-      if (wait) wait_for_cached();
-      for (auto& held : states_) {
-        stream_state& st = *held;
-        const std::lock_guard<detail::spin_lock> st_lock(st.lock);
-        if (!wait && newest(st) > st.recorded && !st.retired) st.demanded = true;
-        for (std::size_t c = 0; st.lists && c < detail::size_classes; ++c) {
-          auto& list = st.lists[c];
-          const auto done = std::ranges::find_if_not(list, [&](const block& b) { return is_done(st, b); });
-          for (auto b = list.begin(); b != done; ++b)
-            leaving.emplace_back(st.device, b->address, detail::size_class_bytes(c));
-          list.erase(list.begin(), done);
-        }
-        if (st.retired && newest(st) == 0) gone.push_back(drop(st));  // nothing will be cached there again
+    std::unique_lock<std::mutex> lock(mutex_);
+    if (wait) wait_for_cached();
+    for (auto& held : states_) {
+      stream_state& st = *held;
+      const std::lock_guard<detail::spin_lock> st_lock(st.lock);
+      if (!wait && newest(st) > st.recorded && !st.retired) st.demanded = true;
+      for (std::size_t c = 0; st.lists && c < detail::size_classes; ++c) {
+        auto& list = st.lists[c];
+        const auto done = std::ranges::find_if_not(list, [&](const block& b) { return is_done(st, b); });
+        for (auto b = list.begin(); b != done; ++b)
+          leaving.emplace_back(st.device, b->address, detail::size_class_bytes(c));
+        list.erase(list.begin(), done);
       }
+      if (st.retired && newest(st) == 0) gone.push_back(drop(st));  // nothing will be cached there again
     }
+    lock.unlock();
     for (marker m : gone) order_.destroy(m);
     for (auto& [device, address, bytes] : leaving) {
       order_.give_back(device, [&](stream_ref s) { upstream_.deallocate(s, address, bytes, block_alignment); });
       reserve(0 - bytes, std::size_t(0) - 1);
     }
   }
-  // For release(), under mutex_: waits for every cached block's free, by its event (recorded now on a live stream
-  // object where none covers it) or else its device, which would disturb a capture elsewhere on it.
+  // Under mutex_: waits for cached frees by event (recorded now on a live stream object if none covers), else device.
   void wait_for_cached() noexcept {
     std::vector<std::tuple<stream_state*, std::uint64_t, bool, marker>> waits;  // frees covered, by device?, event
     std::vector<int> devices;
@@ -446,12 +408,10 @@ class caching_pool {
           st.recorded = st.frees;
         }
       }
-      if (cached > st.recorded) {
-        waits.emplace_back(&st, st.frees, true, st.event);
-        if (std::ranges::find(devices, st.device) == devices.end()) devices.push_back(st.device);
-      } else if (cached > st.passed) {
-        waits.emplace_back(&st, st.recorded, false, st.event);
-      }
+      const bool by_device = cached > st.recorded;
+      if (by_device && std::ranges::find(devices, st.device) == devices.end()) devices.push_back(st.device);
+      if (by_device || cached > st.passed)
+        waits.emplace_back(&st, by_device ? st.frees : st.recorded, by_device, st.event);
     }
     for (const error& failure : failures)
       if (failure.cuda_status() != cudaErrorCudartUnloading) report_release_failure(failure);
@@ -474,21 +434,20 @@ class caching_pool {
 };
 static_assert(memory_resource_for<caching_pool<device_pool_resource>, device>);
 
-/// Bytes and blocks outstanding through an upstream resource, and the peak. Lock-free; thread-safe.
+/// What a statistics_adaptor counts.
 struct allocation_statistics {
   std::size_t bytes_outstanding = 0;  ///< bytes allocated and not yet freed (as asked)
   std::size_t blocks_outstanding = 0;  ///< blocks allocated and not yet freed
   std::size_t peak_bytes = 0;  ///< the most bytes_outstanding has been
 };
 
-/// Counts bytes (as asked) and blocks outstanding through `Upstream`, and the peak of bytes; errors are the upstream's.
+/// Counts bytes (as asked) and blocks outstanding through `Upstream`, and the peak of bytes. Lock-free.
 template <class Upstream>
 class statistics_adaptor {
  public:
   using kind = typename Upstream::kind;  ///< the upstream's kind
-  /// Counts what goes through `upstream`, which must outlive it.
-  explicit statistics_adaptor(Upstream& upstream) noexcept : upstream_(upstream) {}
-  /// As the upstream's; zero bytes: null, counted as nothing.
+  explicit statistics_adaptor(Upstream& upstream) noexcept : upstream_(upstream) {}  ///< Counts through `upstream`.
+  /// As the upstream's.
   [[nodiscard]] result<void*> allocate(stream_ref s, std::size_t bytes, std::size_t alignment) noexcept {
     if (bytes == 0) return nullptr;
     auto got = upstream_.allocate(s, bytes, alignment);
@@ -499,7 +458,7 @@ class statistics_adaptor {
     while (now > peak && !peak_.compare_exchange_weak(peak, now, std::memory_order_relaxed)) {}
     return got;
   }
-  /// As the upstream's; null does nothing.
+  /// As the upstream's.
   void deallocate(stream_ref s, void* p, std::size_t bytes, std::size_t alignment) noexcept {
     if (p == nullptr) return;
     upstream_.deallocate(s, p, bytes, alignment);
@@ -518,15 +477,14 @@ class statistics_adaptor {
 };
 static_assert(memory_resource_for<statistics_adaptor<device_pool_resource>, device>);
 
-/// Refuses (errc::out_of_memory, naming the budget) an allocation that would take the bytes outstanding through
-/// `Upstream` past a budget. Lock-free; thread-safe.
+/// Refuses (out_of_memory, naming the budget) what would take the bytes outstanding through `Upstream` past a budget.
 template <class Upstream>
 class limit_adaptor {
  public:
   using kind = typename Upstream::kind;  ///< the upstream's kind
-  /// Allows at most `budget_bytes` outstanding through `upstream`, which must outlive it.
+  /// Allows at most `budget_bytes` outstanding through `upstream`.
   limit_adaptor(Upstream& upstream, std::size_t budget_bytes) noexcept : upstream_(upstream), budget_(budget_bytes) {}
-  /// As the upstream's, within the budget; zero bytes: null. Errors: out_of_memory (over budget); the upstream's.
+  /// As the upstream's, within the budget. Errors: out_of_memory (over budget); the upstream's.
   [[nodiscard]] result<void*> allocate(stream_ref s, std::size_t bytes, std::size_t alignment) noexcept {
     if (bytes == 0) return nullptr;
     std::size_t used = used_.load(std::memory_order_relaxed);
@@ -539,7 +497,7 @@ class limit_adaptor {
     if (!got) used_.fetch_sub(bytes, std::memory_order_relaxed);
     return got;
   }
-  /// As the upstream's; null does nothing.
+  /// As the upstream's.
   void deallocate(stream_ref s, void* p, std::size_t bytes, std::size_t alignment) noexcept {
     if (p == nullptr) return;
     upstream_.deallocate(s, p, bytes, alignment);

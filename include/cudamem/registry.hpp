@@ -1,59 +1,55 @@
 // SPDX-License-Identifier: MIT
 /// \file
-/// Per-stream allocator registration (ACL's aclrtAllocatorRegister, as RAII): `buffer<T, device>::allocate(n, s)`
-/// and `pitched_buffer`'s stream form take their memory from the resource registered on `s`.
+/// Per-stream allocator registration (ACL's aclrtAllocatorRegister, as RAII), one registry per process, keyed on
+/// cudaStreamGetId: `buffer<T, device>::allocate(n, s)` and `pitched_buffer`'s stream form allocate from `s`'s.
 ///
 ///     result<registration> register_allocator(stream_ref s, resource_ref<device> r)   unregisters when it goes
 ///     resource_ref<device> allocator_for(stream_ref s)      the registered one, else default_resource<device>(true)
-///
-/// One registry per process, keyed on the stream's cudaStreamGetId; see docs/allocators.md.
 #pragma once
 
 #include <cudamem/detail/process_wide.hpp>
 #include <cudamem/detail/unique_handle.hpp>
 #include <cudamem/resource.hpp>
 
+#include <array>
 #include <atomic>
+#include <bit>
 #include <cstdint>
-#include <cstring>
 #include <mutex>
 #include <utility>
 
 namespace cudamem {
 namespace detail {
 
-/// Fixed (stream id, handle, resource) slots. Writers take the mutex; readers take no lock: each slot is a seqlock
-/// (odd version while written). Readers match the handle, the caller confirms the id; both are opaque integers here.
+// Fixed (stream id, handle, resource) slots, opaque integers here. Writers take the mutex; each slot is a seqlock (odd
+// version while written), read with no lock: readers match the handle, the caller confirms the id.
 struct CUDAMEM_DETAIL_PROCESS_WIDE allocator_table {
-  static constexpr std::size_t capacity = 256;  ///< streams registered at once
+  static constexpr std::size_t capacity = 256;
   static constexpr std::uint64_t no_stream = ~std::uint64_t{0};
+  using ref_words = std::array<std::uintptr_t, 2>;  // a resource_ref's two pointers
   struct slot {
     std::atomic<std::uint32_t> version{0};
     std::atomic<std::uint64_t> stream_id{no_stream};
-    std::atomic<std::uintptr_t> handle{0};            // 0: none (free, or its stream is known to be gone)
-    std::atomic<std::uintptr_t> words[2]{};           // the resource_ref's two pointers
-    std::atomic<std::uint64_t> confirmed{no_stream};  // see confirmation()
+    std::atomic<std::uintptr_t> handle{0};  // 0: none (free, or its stream is known to be gone)
+    std::atomic<std::uintptr_t> words[2]{};
+    std::atomic<std::uint64_t> confirmed{no_stream};
   };
-  /// What a lookup finds: the resource and the id of the stream it was registered for.
-  struct entry {
+  struct entry {  // what a lookup read, and at which slot version
     resource_ref<device> resource;
     std::uint64_t stream_id;
     std::size_t slot;
-    std::uint32_t version;    // the slot's version the entry was read at
-    std::uint64_t confirmed;  // the slot's confirmation, read with it
+    std::uint32_t version;
+    std::uint64_t confirmed;
   };
-  /// A slot's confirmation: a stream object's ref() matched the registration of slot version `version` while
-  /// disowned_count() was `count`. Carrying the version, it never vouches for what a later write put in the slot.
+  // A ref() matched slot version `version` while disowned_count() was `count`: never vouches for a later write there.
   static std::uint64_t confirmation(std::uint32_t version, std::uint64_t count) noexcept {
-    return (std::uint64_t{version & 0xffffffu} << 40) | (count & 0xffffffffffu);  // 24 and 40 bits
+    return (std::uint64_t{version & 0xffffffu} << 40) | (count & 0xffffffffffu);
   }
-  /// Records that `e` was confirmed while disowned_count() was `count`.
   void confirm(const entry& e, std::uint64_t count) noexcept {
     slots[e.slot].confirmed.store(confirmation(e.version, count), std::memory_order_relaxed);
   }
 
-  /// Registers `r` for stream `id` at `handle`; returns the slot. A slot with `handle` under another id (a destroyed
-  /// stream's) stops answering for it. Errors: invalid_argument (already registered); not_supported (table full).
+  // Registers `r`; a slot at `handle` with another id (a destroyed stream's) stops answering for it.
   result<std::size_t> insert(std::uint64_t id, std::uintptr_t handle, resource_ref<device> r) noexcept {
     const std::lock_guard<std::mutex> lock(mutex);
     const std::size_t used = high_water.load(std::memory_order_relaxed);
@@ -74,21 +70,16 @@ struct CUDAMEM_DETAIL_PROCESS_WIDE allocator_table {
       free_slot = used;
       high_water.store(used + 1, std::memory_order_release);
     }
-    std::uintptr_t words[2];
-    static_assert(sizeof words == sizeof r && std::is_trivially_copyable_v<resource_ref<device>>);
-    std::memcpy(words, &r, sizeof words);
-    write(slots[free_slot], id, handle, words);
+    write(slots[free_slot], id, handle, std::bit_cast<ref_words>(r));
     count.fetch_add(1, std::memory_order_release);
     return free_slot;
   }
-  /// Frees slot `index` if it still holds `id`.
   void erase(std::size_t index, std::uint64_t id) noexcept {
     const std::lock_guard<std::mutex> lock(mutex);
     if (slots[index].stream_id.load(std::memory_order_relaxed) != id) return;
     write(slots[index], no_stream, 0, {0, 0});
     count.fetch_sub(1, std::memory_order_release);
   }
-  /// The entry registered at `handle`, copied into `out`; false when there is none. Lock-free.
   bool find(std::uintptr_t handle, entry& out) const noexcept {
     const std::size_t used = high_water.load(std::memory_order_acquire);
     for (std::size_t i = 0; i < used; ++i) {
@@ -98,19 +89,16 @@ struct CUDAMEM_DETAIL_PROCESS_WIDE allocator_table {
         if (before & 1u) continue;  // a writer is inside
         if (s.handle.load(std::memory_order_acquire) != handle) break;
         // Acquire loads keep the version re-read after them (not fences: ThreadSanitizer does not model those).
-        const std::uintptr_t words[2] = {s.words[0].load(std::memory_order_acquire),
-                                         s.words[1].load(std::memory_order_acquire)};
+        const ref_words ref = {s.words[0].load(std::memory_order_acquire), s.words[1].load(std::memory_order_acquire)};
         const std::uint64_t id = s.stream_id.load(std::memory_order_acquire);
         const std::uint64_t confirmed = s.confirmed.load(std::memory_order_acquire);
         if (s.version.load(std::memory_order_relaxed) != before) continue;
-        std::memcpy(static_cast<void*>(&out.resource), words, sizeof words);
-        out = {out.resource, id, i, before, confirmed};
+        out = {std::bit_cast<resource_ref<device>>(ref), id, i, before, confirmed};
         return true;
       }
     }
     return false;
   }
-  /// Whether nothing is registered: the lookup's fast path, no CUDA call.
   bool empty() const noexcept { return count.load(std::memory_order_acquire) == 0; }
 
   std::mutex mutex;
@@ -118,12 +106,12 @@ struct CUDAMEM_DETAIL_PROCESS_WIDE allocator_table {
   slot slots[capacity];
 
  private:
-  static void write(slot& s, std::uint64_t id, std::uintptr_t handle, const std::uintptr_t (&words)[2]) noexcept {
-    // Odd while it changes; release stores of the data, so a reader that sees new data sees the odd version too.
+  // Release stores of the data: a reader that sees new data sees the odd version too.
+  static void write(slot& s, std::uint64_t id, std::uintptr_t handle, const ref_words& ref) noexcept {
     s.version.fetch_add(1, std::memory_order_relaxed);
     s.confirmed.store(no_stream, std::memory_order_relaxed);
-    s.words[0].store(words[0], std::memory_order_release);
-    s.words[1].store(words[1], std::memory_order_release);
+    s.words[0].store(ref[0], std::memory_order_release);
+    s.words[1].store(ref[1], std::memory_order_release);
     s.stream_id.store(id, std::memory_order_release);
     s.handle.store(handle, std::memory_order_release);
     s.version.fetch_add(1, std::memory_order_release);
@@ -143,10 +131,8 @@ struct registered {  // what a registration owns: its slot and stream id
 /// or assigned to; buffers made through it keep their own resource_ref (the resource must outlive them).
 class registration {
  public:
-  /// Unregisters now (nothing after a move or an earlier reset). Does not synchronize.
-  void reset() noexcept { held_.reset(); }
-  /// Whether it still holds a registration.
-  [[nodiscard]] bool active() const noexcept { return held_.valid(); }
+  void reset() noexcept { held_.reset(); }  ///< Unregisters now, if it still holds one; does not synchronize.
+  [[nodiscard]] bool active() const noexcept { return held_.valid(); }  ///< Whether it still holds a registration.
 
  private:
   friend result<registration> register_allocator(stream_ref, resource_ref<device>) noexcept;
@@ -184,17 +170,14 @@ class registration {
   const std::uint64_t disowned = detail::disowned_count().load(std::memory_order_acquire);
   if (detail::from_owner(s) && found.confirmed == detail::allocator_table::confirmation(found.version, disowned))
     return found.resource;
-  const cudaError_t earlier = cudaPeekAtLastError();
+  const cudaError_t earlier = cudaPeekAtLastError();  // a failed query's error is cleared, a user's earlier one kept
   cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
   unsigned long long id = 0;
   cudaError_t code = detail::stream_capture_status(s.get(), &capture);
   if (code == cudaSuccess && capture != cudaStreamCaptureStatusNone) return found.resource;
   if (code == cudaSuccess) code = detail::stream_unique_id(s.get(), &id);
-  if (code != cudaSuccess) {
-    if (earlier == cudaSuccess && !error::is_sticky_status(code)) (void)cudaGetLastError();  // ours, not the user's
-    return fallback;
-  }
-  if (id != found.stream_id) return fallback;
+  if (code != cudaSuccess && earlier == cudaSuccess && !error::is_sticky_status(code)) (void)cudaGetLastError();
+  if (code != cudaSuccess || id != found.stream_id) return fallback;
   if (detail::from_owner(s)) table.confirm(found, disowned);
   return found.resource;
 }

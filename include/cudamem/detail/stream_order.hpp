@@ -1,6 +1,5 @@
 // SPDX-License-Identifier: MIT
-// cudamem: what a caching pool needs to know about streams, behind one small interface so that the caching logic
-// can be tested without a GPU (tests/host/pool.cpp drives it with made-up streams), and the pool's lock. Internal.
+// cudamem, internal: the caching pool's size classes, its lock and its stream order (tests/host/pool.cpp fakes it).
 #pragma once
 
 #include <cudamem/detail/capture.hpp>
@@ -31,14 +30,13 @@ inline constexpr size_class class_of_checked(std::size_t bytes) noexcept {
   const std::size_t steps = (bytes - base + step - 1) >> step_log2;  // 1 to 4
   return size_class{static_cast<std::size_t>(log2_ceiling - 9) * 4 + steps, base + steps * step};
 }
-/// The class of a request of `bytes` (> 0). Errors: size_overflow above 2^62 bytes, which no device has.
+/// class_of_checked, or size_overflow above 2^62 bytes, which no device has.
 inline result<size_class> class_of(std::size_t bytes, const char* api) noexcept {
   if (bytes > max_class_bytes)
     return error(errc::size_overflow, api, "%zu bytes is larger than any device's memory", bytes);
   return class_of_checked(bytes);
 }
-/// The bytes of size class `index` (the inverse of class_of).
-inline constexpr std::size_t size_class_bytes(std::size_t index) noexcept {
+inline constexpr std::size_t size_class_bytes(std::size_t index) noexcept {  // the inverse of class_of
   return index == 0 ? 256 : (std::size_t{1} << ((index - 1) / 4 + 6)) * (4 + (index - 1) % 4 + 1);
 }
 
@@ -57,14 +55,14 @@ class spin_lock {
   std::atomic<bool> held_{false};
 };
 
-/// Stream ordering through CUDA's driver entry points (no runtime call on the pool's hot path): a stream is known by
-/// its handle and cudaStreamGetId, which never repeats in a process; an event per stream marks its frees.
+/// Streams through CUDA's driver entry points (no runtime call on the pool's hot path), known by handle and
+/// cudaStreamGetId; an event per stream marks its frees. Failures it cannot return go to the release handler.
 struct cuda_stream_order {
   using marker = cudaEvent_t;  ///< null until the stream's first mark
 
-  /// Relaxed capture mode while the result lives, around a whole trim or release (one switch for all its calls).
+  /// Relaxed capture mode while the result lives: one switch around a whole trim or release.
   static relaxed_capture_scope relaxed() noexcept { return {}; }
-  /// Fails for a stream the pool must not serve: moved from (invalid_argument); capturing (capture_active).
+  /// Moved from: invalid_argument; capturing: capture_active.
   status usable(stream_ref s, const char* api) const noexcept {
     if (CUstreamCaptureStatus capture{};
         s.valid() && driver_capture_status(s.get(), capture) && capture == CU_STREAM_CAPTURE_STATUS_NONE) [[likely]]
@@ -74,17 +72,12 @@ struct cuda_stream_order {
                           "a caching pool cannot serve a stream that is being captured (a graph replay would reuse "
                           "its blocks behind the pool's back); register device_pool_resource there");
   }
-  /// cudaStreamGetId of a stream that is not capturing.
-  result<std::uint64_t> id(stream_ref s, const char* api) const noexcept {
+  result<std::uint64_t> id(stream_ref s, const char* api) const noexcept {  // of a stream not capturing
     unsigned long long id = 0;
-    CUDAMEM_TRY(check(stream_unique_id(s.get(), &id), api, "cudaStreamGetId"));
-    return static_cast<std::uint64_t>(id);
+    return check(stream_unique_id(s.get(), &id), api, "cudaStreamGetId").transform([&] { return std::uint64_t{id}; });
   }
-  /// The stream's device (asked once per stream).
   result<int> device(stream_ref s, const char* api) const noexcept {
-    auto where = s.device();
-    if (!where) return where.error().with_api(api);
-    return where->get();
+    return s.device().transform(&device_id::get).transform_error([api](const error& e) { return e.with_api(api); });
   }
   /// Records `m` (created on first use, on `device`) on `s`: it completes once the work queued so far is done.
   status mark(marker& m, int device, stream_ref s) const noexcept {
@@ -96,9 +89,8 @@ struct cuda_stream_order {
     }
     return check(record_event(m, s.get()), api, "cudaEventRecord");
   }
-  /// As mark(), on stream `id` at `handle`, if a stream object owns it (it cannot end meanwhile), it is still stream
-  /// `id` and it is not capturing (the record would join the capture): true once recorded, false where not. Errors:
-  /// CUDA's, for the caller to report with no lock held.
+  /// mark() on stream `id` at `handle` if a stream object owns it (so it cannot end meanwhile), it is still stream
+  /// `id` and it is not capturing: true once recorded, false where not; CUDA's errors, to report unlocked.
   result<bool> mark_live(marker& m, int device, cudaStream_t handle, std::uint64_t id) const noexcept {
     return while_owned(handle, [&]() -> result<bool> {
       unsigned long long now = 0;
@@ -107,18 +99,16 @@ struct cuda_stream_order {
       if (get_id == nullptr || get_id(handle, &now) != CUDA_SUCCESS || now != id ||
           !driver_capture_status(handle, capture) || capture != CU_STREAM_CAPTURE_STATUS_NONE)
         return false;
-      CUDAMEM_TRY(mark(m, device, stream_ref::from_native_handle(handle, device_id(device))));
-      return true;
+      return mark(m, device, stream_ref::from_native_handle(handle, device_id(device))).transform([] { return true; });
     });
   }
   /// Whether the last record of `m` is done; an error counts as not done (the block stays where it is).
   bool passed(marker m) const noexcept {
     return query_result(query_event(m), "caching_pool", "cudaEventQuery").value_or(false);
   }
-  /// Blocks until the last record of `m` is done; false if CUDA refused.
+  /// Waits for the last record of `m`; false if CUDA refused.
   bool wait(marker m) const noexcept { return succeeded(cudaEventSynchronize(m), "cudaEventSynchronize"); }
-  /// Blocks until all work queued on `device` (-1: the current one) is done; false if CUDA refused. Called within
-  /// relaxed(), as give_back is.
+  /// Waits for all work on `device` (-1: the current one), within relaxed(); false if CUDA refused.
   bool wait_device(int device) const noexcept {
     auto guard = select(device);
     if (guard && !*guard) return false;
@@ -127,8 +117,8 @@ struct cuda_stream_order {
   void destroy(marker m) const noexcept {
     if (m != nullptr) check_release(cudaEventDestroy(m), "cudaEventDestroy");
   }
-  /// Calls `f` with `device` current (-1: the current one). If that fails, a result-returning `f` is not called and
-  /// the error is returned; any other is called anyway (a free beats a leak) and the release handler hears why.
+  /// `f()` with `device` (-1: the current one) current. If that fails, a result-returning `f` is not called and the
+  /// error is returned; any other is called anyway (a free beats a leak) and the release handler hears why.
   template <class F>
   auto on_device(int device, F&& f) const noexcept -> decltype(f()) {
     auto guard = select(device);
@@ -138,7 +128,7 @@ struct cuda_stream_order {
     }
     return f();
   }
-  /// Gives idle blocks back through `free` on this thread's default stream (it joins no capture), `device` current.
+  /// `free` on this thread's default stream (it joins no capture), `device` current.
   template <class Free>
   void give_back(int device, Free&& free) const noexcept {
     on_device(device, [&] { free(stream_ref::per_thread()); });
@@ -149,7 +139,7 @@ struct cuda_stream_order {
     if (device < 0) return std::nullopt;
     return device_guard::set(device_id(device));
   }
-  static bool succeeded(cudaError_t code, const char* cuda_call) noexcept {  // a failure goes to the release handler
+  static bool succeeded(cudaError_t code, const char* cuda_call) noexcept {
     check_release(code, cuda_call);
     return code == cudaSuccess;
   }
