@@ -57,7 +57,8 @@ class buffer {
   buffer(buffer&& other) noexcept : buffer(other.data_, other.size_, other.device_, other.stream_, other.resource_) {
     other.forget();
   }
-  buffer& operator=(buffer&& other) noexcept {  ///< Frees this buffer's memory, then takes over that of `other`.
+  /// Frees this buffer's memory, then takes over that of `other`.
+  buffer& operator=(buffer&& other) noexcept {
     if (this != &other) {
       free();
       data_ = other.data_;

@@ -176,7 +176,8 @@ class pitched_buffer {
   }
 
   pitched_buffer(pitched_buffer&& other) noexcept { *this = std::move(other); }  ///< Takes over `other`, emptied.
-  pitched_buffer& operator=(pitched_buffer&& other) noexcept {  ///< Frees its memory, then takes over `other`'s.
+  /// Frees its memory, then takes over `other`'s.
+  pitched_buffer& operator=(pitched_buffer&& other) noexcept {
     if (this != &other) {
       rows_ = std::move(other.rows_);
       width_ = std::exchange(other.width_, 0);

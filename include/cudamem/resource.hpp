@@ -87,7 +87,8 @@ struct device_pool_resource {
     CUDAMEM_TRY(detail::check(cudaMallocAsync(&raw, bytes, s.get()), nullptr, api));
     return raw;
   }
-  void deallocate(stream_ref s, void* p, std::size_t, std::size_t) noexcept {  ///< Frees (failures: release handler).
+  /// Frees (failures: release handler).
+  void deallocate(stream_ref s, void* p, std::size_t, std::size_t) noexcept {
     detail::check_release(cudaFreeAsync(p, s.get()), "cudaFreeAsync");
   }
 };
@@ -95,13 +96,15 @@ struct device_pool_resource {
 /// Aligned operator new: at least 64 bytes (a cache line), more when asked. Needs no device.
 struct host_resource {
   using kind = host;  ///< The kind it serves.
-  [[nodiscard]] result<void*> allocate(stream_ref, std::size_t bytes, std::size_t alignment) noexcept {  ///< Allocates.
+  /// Allocates.
+  [[nodiscard]] result<void*> allocate(stream_ref, std::size_t bytes, std::size_t alignment) noexcept {
     CUDAMEM_TRY(detail::check_alignment(alignment, "operator new", false));
     void* raw = ::operator new(bytes, std::align_val_t{aligned(alignment)}, std::nothrow);
     if (raw == nullptr) return error(errc::out_of_memory, "operator new", "out of host memory (%zu bytes)", bytes);
     return raw;
   }
-  void deallocate(stream_ref, void* p, std::size_t, std::size_t alignment) noexcept {  ///< Frees.
+  /// Frees.
+  void deallocate(stream_ref, void* p, std::size_t, std::size_t alignment) noexcept {
     ::operator delete(p, std::align_val_t{aligned(alignment)});
   }
 
