@@ -17,8 +17,7 @@ struct peer_entry {
   cudaMemPool_t opened_pool = nullptr;  // the owner's default pool, opened to the accessor (cudaMemPoolSetAccess)
   unsigned char pool_flags_before = 0;  // the accessor's access to it before, restored by the last guard
 };
-/// How a pair is switched, under the lock: `on` switches on what is off and records it (all or nothing); `off`
-/// switches off what the entry records (failures: the release handler).
+/// How a pair is switched, under the lock: `on` (all or nothing) records in the entry what it did; `off` undoes that.
 struct peer_switch {
   status (*on)(device_id accessor, device_id owner, peer_entry& entry) noexcept;
   void (*off)(device_id accessor, device_id owner, const peer_entry& entry) noexcept;

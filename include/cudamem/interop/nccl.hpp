@@ -80,8 +80,7 @@ struct unique_id {
   }
 };
 
-/// One rank on one device; move-only, destroyed with ncclCommDestroy (failures: release handler). Empty when
-/// default-made, moved from or aborted; every operation on an empty one is invalid_argument.
+/// One rank on one device. Move-only; ncclCommDestroy when it goes (failures: release handler); empty once aborted.
 class communicator {
  public:
   communicator() noexcept = default;  ///< Empty: for arrays that init_all fills.
@@ -155,8 +154,7 @@ namespace detail {
 template <class V>
 concept device_view = viewable<std::remove_cvref_t<V>> &&
                       std::is_same_v<typename std::remove_cvref_t<V>::kind, cudamem::device> && !temporary_owner<V>;
-/// How the extents of send and recv must relate (send and receive pass one view as both: equal).
-enum class extents { equal, send_ranks_times, recv_ranks_times };
+enum class extents { equal, send_ranks_times, recv_ranks_times };  // how the extents of send and recv relate
 constexpr const char* rule_text[] = {"recv.size() == send.size()", "send.size() == ranks * recv.size()",
                                      "recv.size() == ranks * send.size()"};
 inline constexpr int no_rank = INT_MIN;  // a collective without a root: no rank to check
