@@ -1,10 +1,8 @@
 // SPDX-License-Identifier: MIT
 /// \file
-/// Peer access between the devices of one process: what CUDA reports about each pair, and move-only guards, counted
-/// per pair process-wide, that let one device's kernels and copies reach another's memory (and default pool).
-///
-///     can_access_peer(accessor, owner), peer_link_between(accessor, owner), peers_of(accessor)   CUDA's P2P facts
-///     peer_access::enable(accessor, owner), enable_both(a, b)   guards: result<peer_access>, result<pair of them>
+/// Peer access between the devices of one process: what CUDA reports about each pair (can_access_peer,
+/// peer_link_between, peers_of), and guards counted per pair process-wide (peer_access::enable, enable_both) that let
+/// one device's kernels and copies reach another's memory and default pool. Design: docs/decisions.md.
 #pragma once
 
 #include <cudamem/detail/peer_registry.hpp>
@@ -23,7 +21,6 @@ struct peer_link {
   bool array_access = false;      ///< cudaDevP2PAttrCudaArrayAccessSupported: CUDA arrays are reachable too.
   int performance_rank = 0;       ///< cudaDevP2PAttrPerformanceRank: relative speed of the link; lower is faster.
 };
-
 /// The links from one device to every other, in device order (at most 63: the registry covers 64 devices).
 class peer_links {
  public:
@@ -56,9 +53,7 @@ inline cudaError_t set_pool_access(cudaMemPool_t pool, device_id accessor, unsig
   const cudaMemAccessDesc desc{{cudaMemLocationTypeDevice, accessor.get()}, static_cast<cudaMemAccessFlags>(flags)};
   return cudaMemPoolSetAccess(pool, &desc, 1);
 }
-
-/// The registry's switch-on, all or nothing: peer access (borrowed if on), then read-write access to the owner's
-/// default pool (a device without pools has none), whose handle the entry keeps for the switch-off.
+/// The registry's switch-on, all or nothing: peer access (borrowed if on), then the owner's default pool read-write.
 inline status switch_peer_on(device_id accessor, device_id owner, peer_entry& entry) noexcept {
   constexpr const char* api = "peer_access::enable";
   auto can = read_can_access(accessor, owner, api);
@@ -88,7 +83,6 @@ inline status switch_peer_on(device_id accessor, device_id owner, peer_entry& en
   entry.pool_flags_before = static_cast<unsigned char>(before);
   return opened;
 }
-
 /// The registry's switch-off: undoes what switch_peer_on recorded; failures (not access already off) are reported.
 inline void switch_peer_off(device_id accessor, device_id owner, const peer_entry& entry) noexcept {
   if (entry.opened_pool != nullptr)
@@ -103,28 +97,23 @@ inline void switch_peer_off(device_id accessor, device_id owner, const peer_entr
   if (disabled == cudaErrorPeerAccessNotEnabled) (void)cudaGetLastError();
   else check_release(disabled, "cudaDeviceDisablePeerAccess");
 }
-
 inline constexpr peer_switch cuda_peer_switch{&switch_peer_on, &switch_peer_off};
-
 struct peer_guard_handle {  // what a peer_access owns: one count of a pair in the registry
   struct type {
     device_id accessor = device_id(cudaInvalidDeviceId), owner = device_id(cudaInvalidDeviceId);
     friend bool operator==(type, type) noexcept = default;
   };
   static type empty() noexcept { return {}; }
-  static void release(type pair) noexcept {
-    process_wide<peer_table>().release(pair.accessor, pair.owner, cuda_peer_switch);
-  }
+  static void release(type p) noexcept { process_wide<peer_table>().release(p.accessor, p.owner, cuda_peer_switch); }
 };
 }  // namespace detail
 
-/// Whether kernels on `accessor` can reach memory of `owner` once a guard is held (cudaDeviceCanAccessPeer).
-/// Errors: out_of_range (no such device); invalid_argument (accessor == owner); not_supported (ordinal >= 64); CUDA.
+/// Whether kernels on `accessor` can reach `owner`'s memory once a guard is held (cudaDeviceCanAccessPeer). Errors:
+/// out_of_range (no such device); invalid_argument (accessor == owner); not_supported (ordinal >= 64); CUDA errors.
 [[nodiscard]] inline result<bool> can_access_peer(device_id accessor, device_id owner) noexcept {
   CUDAMEM_TRY(detail::check_peer_pair(accessor, owner, "can_access_peer"));
   return detail::read_can_access(accessor, owner, "can_access_peer");
 }
-
 /// The four cudaDeviceGetP2PAttribute attributes of `accessor` reaching `owner`. Errors: as can_access_peer.
 [[nodiscard]] inline result<peer_link> peer_link_between(device_id accessor, device_id owner) noexcept {
   constexpr const char* api = "peer_link_between";
@@ -137,7 +126,6 @@ struct peer_guard_handle {  // what a peer_access owns: one count of a pair in t
                               "cudaDeviceGetP2PAttribute"));
   return peer_link{owner, values[0] != 0, values[1] != 0, values[2] != 0, values[3]};
 }
-
 /// The link from `accessor` to every other device (of the first 64), in device order. Errors: as can_access_peer.
 [[nodiscard]] inline result<peer_links> peers_of(device_id accessor) noexcept {
   auto count = device_count();
@@ -153,9 +141,9 @@ struct peer_guard_handle {  // what a peer_access owns: one count of a pair in t
   return links;
 }
 
-/// A move-only guard: while held, kernels and copies on `accessor` reach `owner`'s device memory and default pool (one
-/// direction: see enable_both). Counted per pair process-wide: the first switches access on (about 11 ms on an H200
-/// pair), the last switches off what the first did. Work using the access must be complete before the last goes.
+/// A move-only guard: while held, kernels and copies on `accessor` reach `owner`'s memory and default pool (one way:
+/// see enable_both). Counted per pair process-wide: the first switches access on (about 11 ms on an H200 pair), the
+/// last switches off what the first did; work using it must be complete by then. Moved from: ids cudaInvalidDeviceId.
 class peer_access {
  public:
   /// Lets `accessor` reach `owner`'s memory (access already on is borrowed). Synchronous; the current device stays.
@@ -165,17 +153,14 @@ class peer_access {
     CUDAMEM_TRY(detail::process_wide<detail::peer_table>().acquire(accessor, owner, detail::cuda_peer_switch));
     return peer_access(accessor, owner);
   }
-  /// The device that reaches the memory; cudaInvalidDeviceId after a move.
-  [[nodiscard]] device_id accessor() const noexcept { return pair_.get().accessor; }
-  /// The device whose memory is reached; cudaInvalidDeviceId after a move.
-  [[nodiscard]] device_id owner() const noexcept { return pair_.get().owner; }
+  [[nodiscard]] device_id accessor() const noexcept { return pair_.get().accessor; }  ///< The device that reaches.
+  [[nodiscard]] device_id owner() const noexcept { return pair_.get().owner; }  ///< The device whose memory is reached.
   [[nodiscard]] bool valid() const noexcept { return pair_.valid(); }  ///< False after a move.
 
  private:
   peer_access(device_id accessor, device_id owner) noexcept : pair_({accessor, owner}) {}
   detail::unique_handle<detail::peer_guard_handle> pair_;
 };
-
 /// Both directions: first lets `a` reach `b`, second `b` reach `a`; all or nothing. Errors: as peer_access::enable.
 [[nodiscard]] inline result<std::pair<peer_access, peer_access>> enable_both(device_id a, device_id b) noexcept {
   auto forward = peer_access::enable(a, b);

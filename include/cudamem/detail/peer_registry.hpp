@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
-// cudamem: the process-wide peer registry of peer_access guards per (accessor, owner). Switching is passed in (CUDA in
-// peer.hpp, a fake in the host tests) so that the counting is tested without a device. Internal.
+// cudamem: the process-wide count of peer_access guards per (accessor, owner); switching is passed in (CUDA in
+// peer.hpp, a fake in the host tests), so the counting is tested without a device. Internal; docs/decisions.md.
 #pragma once
 
 #include <cudamem/detail/process_wide.hpp>
@@ -17,18 +17,14 @@ struct peer_entry {
   cudaMemPool_t opened_pool = nullptr;  // the owner's default pool, opened to the accessor (cudaMemPoolSetAccess)
   unsigned char pool_flags_before = 0;  // the accessor's access to it before, restored by the last guard
 };
-
-/// How a pair is switched, under the lock: `on` switches on what is off and records it (on error: nothing changed);
-/// `off` switches off what the entry records (failures: the release handler).
+/// How a pair is switched, under the lock: `on` (all or nothing) records in the entry what it did; `off` undoes that.
 struct peer_switch {
   status (*on)(device_id accessor, device_id owner, peer_entry& entry) noexcept;
   void (*off)(device_id accessor, device_id owner, const peer_entry& entry) noexcept;
 };
-
 /// Every pair's guards, under one lock that also covers the switching; acquire and release take ordinals in the table.
 struct CUDAMEM_DETAIL_PROCESS_WIDE peer_table {
   static constexpr int max_devices = 64;
-
   /// One more guard of the pair; the first switches access on (`how.on`). On error nothing is counted.
   status acquire(device_id accessor, device_id owner, const peer_switch& how) noexcept {
     const locked hold(lock_);
@@ -67,7 +63,6 @@ struct CUDAMEM_DETAIL_PROCESS_WIDE peer_table {
   pthread_mutex_t lock_ = PTHREAD_MUTEX_INITIALIZER;
   peer_entry entries_[max_devices][max_devices] = {};
 };
-
 /// Whether a peer_access guard lets `accessor` reach `owner`'s memory now (the process-wide registry).
 inline bool peer_access_held(device_id accessor, device_id owner) noexcept {
   return process_wide<peer_table>().guards(accessor, owner) > 0;

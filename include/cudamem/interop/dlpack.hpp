@@ -1,12 +1,8 @@
 // SPDX-License-Identifier: MIT
 /// \file
-/// cudamem views and owners as DLPack tensors (`DLManagedTensor`, DLPack 0.6 and later), and back. Optional: needs
-/// <dlpack/dlpack.h> (Debian and Ubuntu: libdlpack-dev).
-///
-///   to_dlpack(span | pitched_span | std::move(buffer | pitched_buffer))   result<dlpack_tensor>; an owner's tensor
-///     frees it; span_from_dlpack<T, K>(tensor), pitched_from_dlpack<T, K>(tensor)   checked: result<view>
-///   dlpack_tensor   owns a DLManagedTensor*; adopt(DLManagedTensor*), get(), release(), explicit operator bool
-/// How kinds and element types map, and what an import checks: docs/interop.md.
+/// cudamem views and owners as DLPack tensors (DLManagedTensor, DLPack 0.6 or later): to_dlpack; and tensors as views,
+/// checked: span_from_dlpack, pitched_from_dlpack. Needs dlpack/dlpack.h (Debian, Ubuntu: libdlpack-dev). How kinds
+/// and element types map, and the checks of an import (its invalid_argument errors): docs/interop.md.
 #pragma once
 
 #include <cudamem/detail/strided_rows.hpp>
@@ -93,7 +89,6 @@ result<dlpack_tensor> export_rows(pitched_span<T, Kind> rows, Owner&& owner) noe
   if (!row_stride) return row_stride.error();
   return export_tensor(rows.data(), 2, {rows.height(), rows.width()}, {*row_stride, 1}, std::forward<Owner>(owner));
 }
-
 // A tensor's rows (`ndim` 1: one row), every rule checked; null strides (before DLPack 1.2) mean compact rows.
 template <class T, memory_kind Kind>
 result<pitched_span<T, Kind>> import_rows(const DLManagedTensor* tensor, int ndim, const char* api) noexcept {
@@ -119,14 +114,13 @@ result<pitched_span<T, Kind>> import_rows(const DLManagedTensor* tensor, int ndi
   const bool on_device = std::is_same_v<Kind, device> || std::is_same_v<Kind, managed>;
   if (on_device && t.device.device_id < 0)
     return error(errc::invalid_argument, api, "device_id %d names no device", t.device.device_id);
-  const auto extent = [&](int d) { return static_cast<std::size_t>(t.shape[d]); };
-  const auto stride = [&](int d, std::size_t compact) {
-    return t.strides != nullptr ? static_cast<std::size_t>(t.strides[d]) : compact;
-  };
-  const std::size_t columns = extent(ndim - 1), rows = ndim == 2 ? extent(0) : 1;
+  const auto columns = static_cast<std::size_t>(t.shape[ndim - 1]);
+  const std::size_t rows = ndim == 2 ? static_cast<std::size_t>(t.shape[0]) : 1;
+  const std::size_t row_stride = ndim == 2 && t.strides != nullptr ? static_cast<std::size_t>(t.strides[0]) : columns;
+  const std::size_t column_stride = t.strides != nullptr ? static_cast<std::size_t>(t.strides[ndim - 1]) : 1;
   return rows_from_strides<T, Kind>(reinterpret_cast<T*>(static_cast<char*>(t.data) + t.byte_offset),
                                     on_device ? device_id(t.device.device_id) : device_id::host(), rows, columns,
-                                    ndim == 2 ? stride(0, columns) : columns, stride(ndim - 1, 1), api);
+                                    row_stride, column_stride, api);
 }
 }  // namespace detail
 
@@ -150,16 +144,13 @@ template <class T, memory_kind Kind>
 [[nodiscard]] result<dlpack_tensor> to_dlpack(pitched_buffer<T, Kind>&& owner) noexcept {
   return detail::export_rows(owner.view(), std::move(owner));
 }
-
-/// The elements of `tensor` (kind Kind; host also takes kDLCUDAHost) as a span valid while it lives. Errors:
-/// invalid_argument (null, other device type or dtype, ndim != 1, stride != 1, negatives, data misaligned for T).
+/// A 1D `tensor` of kind Kind (host also takes kDLCUDAHost) as a span valid while it lives. Errors: invalid_argument.
 template <class T, memory_kind Kind>
 [[nodiscard]] result<span<T, Kind>> span_from_dlpack(const DLManagedTensor* tensor) noexcept {
   auto row = detail::import_rows<T, Kind>(tensor, 1, "span_from_dlpack");
-  if (!row) return row.error();
-  return span<T, Kind>(row->data(), row->width());
+  return row.transform([](auto one) { return span<T, Kind>(one.data(), one.width()); });
 }
-/// The rows of a 2D `tensor` as a view valid while it lives. Errors: as span_from_dlpack (ndim != 2), as make_pitched.
+/// The rows of a 2D `tensor` as a view valid while it lives. Errors: invalid_argument, as make_pitched.
 template <class T, memory_kind Kind>
 [[nodiscard]] result<pitched_span<T, Kind>> pitched_from_dlpack(const DLManagedTensor* tensor) noexcept {
   return detail::import_rows<T, Kind>(tensor, 2, "pitched_from_dlpack");

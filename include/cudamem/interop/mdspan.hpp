@@ -1,13 +1,9 @@
 // SPDX-License-Identifier: MIT
 /// \file
-/// cudamem views as `cuda::std::mdspan` and `cuda::std::span`, and back; optional (<cuda/std/mdspan> compiles slowly).
-///
-///   to_mdspan(span | pitched_span)   a 1D mdspan; result<pitched_mdspan<T>>, strides {pitch / sizeof(T), 1}
-///   to_span<K>(1D mdspan [, id]), to_pitched_span<K>(2D mdspan [, id])   checked: result<span | pitched_span>
-///   to_cuda_span(span), from_cuda_span<K>(cuda::std::span [, id])        not checked; host and device
-///
-/// Going back, the caller names the kind (and the device for device and managed memory). Indexing an mdspan is not
-/// checked against the kind: the compile-time access rule ends at the conversion.
+/// cudamem views as cuda::std::mdspan (to_mdspan) and cuda::std::span (to_cuda_span), and back (to_span,
+/// to_pitched_span, from_cuda_span); optional, as <cuda/std/mdspan> compiles slowly. Going back, the caller names the
+/// kind (and the device for device and managed memory). Indexing an mdspan is not checked against the kind: the
+/// compile-time access rule ends at the conversion. See docs/interop.md.
 #pragma once
 
 #include <cudamem/detail/strided_rows.hpp>
@@ -24,14 +20,12 @@ namespace cudamem {
 /// The mdspan of a pitched view: rows `stride(0)` elements apart, unit stride within a row.
 template <class T>
 using pitched_mdspan = cuda::std::mdspan<T, cuda::std::dextents<std::size_t, 2>, cuda::std::layout_stride>;
-
 /// The elements of `view` as a 1D mdspan. Never fails; usable in kernels.
 template <class T, memory_kind Kind>
 [[nodiscard]] CUDAMEM_HD constexpr cuda::std::mdspan<T, cuda::std::dextents<std::size_t, 1>> to_mdspan(
     span<T, Kind> view) noexcept {
   return cuda::std::mdspan<T, cuda::std::dextents<std::size_t, 1>>(view.data().get(), view.size());
 }
-
 /// The rows of `view` as a 2D mdspan. Errors: invalid_argument when the pitch is not a whole number of elements.
 template <class T, memory_kind Kind>
 [[nodiscard]] result<pitched_mdspan<T>> to_mdspan(pitched_span<T, Kind> view) noexcept {
@@ -40,8 +34,7 @@ template <class T, memory_kind Kind>
   using extents = cuda::std::dextents<std::size_t, 2>;
   // layout_stride wants positive strides; an empty view's pitch may be 0.
   const cuda::std::array<std::size_t, 2> strides{*row_stride > 0 ? *row_stride : 1, 1};
-  return pitched_mdspan<T>(view.data().get(),
-                           cuda::std::layout_stride::mapping<extents>(extents(view.height(), view.width()), strides));
+  return pitched_mdspan<T>(view.data().get(), {extents(view.height(), view.width()), strides});
 }
 
 namespace detail {
@@ -63,10 +56,8 @@ template <memory_kind Kind, class MD>
                                                                     device_id id = detail::host_id<Kind>()) noexcept {
   auto row = detail::rows_from_strides<typename MD::element_type, Kind>(md.data_handle(), id, 1, md.extent(0),
                                                                         md.extent(0), md.stride(0), "to_span");
-  if (!row) return row.error();
-  return span<typename MD::element_type, Kind>(row->data(), row->width());
+  return row.transform([](auto one) { return span<typename MD::element_type, Kind>(one.data(), one.width()); });
 }
-
 /// A 2D mdspan's rows, of kind Kind on `id` (as asserted). Errors: invalid_argument (stride(1) != 1), as make_pitched.
 template <memory_kind Kind, class MD>
   requires detail::plain_strided_mdspan<MD, 2>
@@ -75,7 +66,6 @@ template <memory_kind Kind, class MD>
   return detail::rows_from_strides<typename MD::element_type, Kind>(md.data_handle(), id, md.extent(0), md.extent(1),
                                                                     md.stride(0), md.stride(1), "to_pitched_span");
 }
-
 /// The elements of `view` as a cuda::std::span (the common span type of RMM and cudf). Usable in kernels.
 template <class T, memory_kind Kind>
 [[nodiscard]] CUDAMEM_HD constexpr cuda::std::span<T> to_cuda_span(span<T, Kind> view) noexcept {

@@ -1,12 +1,9 @@
 // SPDX-License-Identifier: MIT
 /// \file
-/// NCCL over cudamem: typed collectives and point-to-point transfers of device views on streams, move-only
-/// communicators and groups, NCCL's errors as cudamem errors (domain nccl). Needs NCCL (libnccl); see docs/scaling.md.
-///
-///     unique_id::create(); communicator::init_rank(world_size, id, rank, device), init_all(devices, out)
-///     all_reduce, broadcast, reduce_scatter, all_gather, send, receive; group::start(), end(); data_type_of<T>
-/// Every call is ordered on its stream and does not synchronize; views must be device memory of the communicator's
-/// device, and an owner passed as a temporary does not compile.
+/// NCCL over cudamem (needs libnccl; docs/scaling.md): communicators, groups, and collectives and transfers of device
+/// views (a temporary owner does not compile) of the communicator's device, ordered on a stream, never synchronizing.
+/// Their errors: invalid_argument (empty communicator, moved-from stream, view on another device), extents_mismatch,
+/// out_of_range (root, peer), NCCL's (domain nccl).
 #pragma once
 
 #if !__has_include(<nccl.h>)
@@ -26,26 +23,23 @@ namespace cudamem::nccl {
 
 namespace detail {
 using namespace cudamem::detail;
-template <class>
-inline constexpr bool unsupported = false;
 template <class T, class U = std::remove_cv_t<T>>
 constexpr ncclDataType_t data_type_for() noexcept {
-  constexpr bool integer = std::is_integral_v<U> && !is_any_of<U, bool, char, wchar_t, char8_t, char16_t, char32_t>;
+  constexpr bool integer = std::is_integral_v<U> && !is_any_of<U, bool, char, wchar_t, char8_t, char16_t, char32_t> &&
+                           (sizeof(U) == 1 || sizeof(U) == 4 || sizeof(U) == 8);
+  static_assert(integer || is_any_of<U, float, double, __half, __nv_bfloat16>,
+                "cudamem::nccl: NCCL has no data type for this element type; use std::int8_t, std::uint8_t, "
+                "std::int32_t, std::uint32_t, std::int64_t, std::uint64_t, __half, __nv_bfloat16, float or double "
+                "(to move raw bytes, view them as std::uint8_t)");
   if constexpr (std::is_same_v<U, float>) return ncclFloat32;
   else if constexpr (std::is_same_v<U, double>) return ncclFloat64;
   else if constexpr (std::is_same_v<U, __half>) return ncclFloat16;
   else if constexpr (std::is_same_v<U, __nv_bfloat16>) return ncclBfloat16;
-  else if constexpr (integer && sizeof(U) == 1) return std::is_signed_v<U> ? ncclInt8 : ncclUint8;
-  else if constexpr (integer && sizeof(U) == 4) return std::is_signed_v<U> ? ncclInt32 : ncclUint32;
-  else if constexpr (integer && sizeof(U) == 8) return std::is_signed_v<U> ? ncclInt64 : ncclUint64;
-  else
-    static_assert(unsupported<T>,
-                  "cudamem::nccl: NCCL has no data type for this element type; use std::int8_t, std::uint8_t, "
-                  "std::int32_t, std::uint32_t, std::int64_t, std::uint64_t, __half, __nv_bfloat16, float or double "
-                  "(to move raw bytes, view them as std::uint8_t)");
-  return ncclNumTypes;
+  else if constexpr (sizeof(U) == 1) return std::is_signed_v<U> ? ncclInt8 : ncclUint8;
+  else if constexpr (sizeof(U) == 4) return std::is_signed_v<U> ? ncclInt32 : ncclUint32;
+  else return std::is_signed_v<U> ? ncclInt64 : ncclUint64;
 }
-/// An NCCL result as a status: errors in the NCCL domain, with the result's name and ncclGetErrorString's message.
+/// An NCCL result as a status of the nccl domain, with the result's name and ncclGetErrorString's message.
 inline status check_nccl(ncclResult_t code, const char* api, const char* call) noexcept {
   if (code == ncclSuccess) return {};
   constexpr const char* names[] = {"ncclSuccess",       "ncclUnhandledCudaError", "ncclSystemError",
@@ -70,17 +64,15 @@ struct group_handle {  // what a group owns: a ncclGroupStart still to be ended
 };
 }  // namespace detail
 
-/// The ncclDataType_t of elements of type T (cv-qualifiers ignored); any other type fails to compile.
+/// The ncclDataType_t of elements of type T (cv-qualifiers ignored); a type NCCL lacks fails to compile.
 template <class T>
 inline constexpr ncclDataType_t data_type_of = detail::data_type_for<T>();
-
 /// The reduction of a collective (ncclRedOp_t).
 enum class reduce_op { sum = ncclSum, prod = ncclProd, max = ncclMax, min = ncclMin, avg = ncclAvg };
-
 /// A communicator's identity: rank 0 makes it and passes `native` (NCCL_UNIQUE_ID_BYTES) to every other rank.
 struct unique_id {
   ncclUniqueId native{};  ///< The bytes to pass on.
-  /// A fresh id (ncclGetUniqueId; it may open a bootstrap socket). Errors: NCCL errors.
+  /// A fresh id (ncclGetUniqueId; may open a bootstrap socket). Errors: NCCL errors.
   [[nodiscard]] static result<unique_id> create() noexcept {
     unique_id id;
     CUDAMEM_TRY(detail::check_nccl(ncclGetUniqueId(&id.native), "nccl::unique_id::create", "ncclGetUniqueId"));
@@ -88,13 +80,12 @@ struct unique_id {
   }
 };
 
-/// An NCCL communicator: one rank on one device. Move-only; destroyed with ncclCommDestroy (a failure goes to the
-/// release handler). Every operation on an empty one (default-made, moved from, aborted) is invalid_argument.
+/// One rank on one device. Move-only; ncclCommDestroy when it goes (failures: release handler); empty once aborted.
 class communicator {
  public:
   communicator() noexcept = default;  ///< Empty: for arrays that init_all fills.
-  /// Joins the communicator `id` of `world_size` ranks as `rank`, on `device` (ncclCommInitRank; blocks until every
-  /// rank has joined). The current device stays. Errors: out_of_range (no such device); NCCL errors.
+  /// Joins `id` of `world_size` ranks as `rank` on `device` (ncclCommInitRank; blocks until every rank has joined).
+  /// The current device stays. Errors: out_of_range (no such device); NCCL errors.
   [[nodiscard]] static result<communicator> init_rank(int world_size, const unique_id& id, int rank,
                                                       device_id device) noexcept {
     constexpr const char* api = "nccl::communicator::init_rank";
@@ -104,8 +95,8 @@ class communicator {
     CUDAMEM_TRY(detail::check_nccl(ncclCommInitRank(&comm, world_size, id.native, rank), api, "ncclCommInitRank"));
     return communicator(comm, rank, world_size, device);
   }
-  /// One communicator per device of this process, rank i on `devices[i]`, into `out` (ncclCommInitAll). Errors:
-  /// invalid_argument (sizes differ, or more than 64 devices); NCCL errors. On error `out` is left as it was.
+  /// Rank i on `devices[i]` into `out[i]`, all in this process (ncclCommInitAll); on error `out` is left as it was.
+  /// Errors: invalid_argument (sizes differ, or more than 64 devices); NCCL errors.
   [[nodiscard]] static status init_all(std::span<const device_id> devices, std::span<communicator> out) noexcept {
     constexpr const char* api = "nccl::communicator::init_all";
     constexpr std::size_t most = 64;
@@ -163,8 +154,7 @@ namespace detail {
 template <class V>
 concept device_view = viewable<std::remove_cvref_t<V>> &&
                       std::is_same_v<typename std::remove_cvref_t<V>::kind, cudamem::device> && !temporary_owner<V>;
-/// How the extents of send and recv must relate (send and receive pass one view as both: equal).
-enum class extents { equal, send_ranks_times, recv_ranks_times };
+enum class extents { equal, send_ranks_times, recv_ranks_times };  // how the extents of send and recv relate
 constexpr const char* rule_text[] = {"recv.size() == send.size()", "send.size() == ranks * recv.size()",
                                      "recv.size() == ranks * send.size()"};
 inline constexpr int no_rank = INT_MIN;  // a collective without a root: no rank to check
@@ -198,45 +188,44 @@ status issue(const char* api, const char* nccl_call, Fn fn, const communicator& 
 }
 }  // namespace detail
 
-/// Sums (or `op`s) `send` of every rank into `recv` of every rank (ncclAllReduce); extents must match; `send` and
-/// `recv` may be the same view. Errors: invalid_argument, extents_mismatch, NCCL errors.
+/// Reduces every rank's `send` by `op` into every rank's `recv` (ncclAllReduce; equal extents; may be one view).
 template <detail::device_view Send, detail::device_view Recv>
 [[nodiscard]] status all_reduce(const communicator& comm, Send&& send, Recv&& recv, reduce_op op,
                                 stream_ref s) noexcept {
   return detail::issue<true>("nccl::all_reduce", "ncclAllReduce", ncclAllReduce, comm, send, recv, s,
                              detail::extents::equal, detail::no_rank, ncclRedOp_t(op));
 }
-/// all_reduce in place: `data` of every rank becomes the reduction.
+/// all_reduce in place: every rank's `data` becomes the reduction.
 template <detail::device_view Data>
 [[nodiscard]] status all_reduce(const communicator& comm, Data&& data, reduce_op op, stream_ref s) noexcept {
   return all_reduce(comm, data, data, op, s);
 }
-/// Copies rank `root`'s `send` to all ranks' `recv` (ncclBroadcast, same extents). Errors: as all_reduce; out_of_range.
+/// Copies rank `root`'s `send` to every rank's `recv` (ncclBroadcast; equal extents).
 template <detail::device_view Send, detail::device_view Recv>
 [[nodiscard]] status broadcast(const communicator& comm, Send&& send, Recv&& recv, int root, stream_ref s) noexcept {
   return detail::issue<true>("nccl::broadcast", "ncclBroadcast", ncclBroadcast, comm, send, recv, s,
                              detail::extents::equal, root, root);
 }
-/// Reduces `send` (ranks * recv.size()); rank r gets block r in `recv` (ncclReduceScatter). Errors: as all_reduce.
+/// Reduces `send` (ranks * recv.size()); rank r gets block r in `recv` (ncclReduceScatter).
 template <detail::device_view Send, detail::device_view Recv>
 [[nodiscard]] status reduce_scatter(const communicator& comm, Send&& send, Recv&& recv, reduce_op op,
                                     stream_ref s) noexcept {
   return detail::issue<true>("nccl::reduce_scatter", "ncclReduceScatter", ncclReduceScatter, comm, send, recv, s,
                              detail::extents::send_ranks_times, detail::no_rank, ncclRedOp_t(op));
 }
-/// Gathers rank r's `send` into block r of every `recv` (ranks * send.size(); ncclAllGather). Errors: as all_reduce.
+/// Gathers rank r's `send` into block r of every `recv` (ranks * send.size(); ncclAllGather).
 template <detail::device_view Send, detail::device_view Recv>
 [[nodiscard]] status all_gather(const communicator& comm, Send&& send, Recv&& recv, stream_ref s) noexcept {
   return detail::issue<true>("nccl::all_gather", "ncclAllGather", ncclAllGather, comm, send, recv, s,
                              detail::extents::recv_ranks_times, detail::no_rank);
 }
-/// Sends `data` to rank `peer` (ncclSend; group it with a receive). Errors: invalid_argument, out_of_range, NCCL.
+/// Sends `data` to rank `peer` (ncclSend; group it with a receive).
 template <detail::device_view Data>
 [[nodiscard]] status send(const communicator& comm, Data&& data, int peer, stream_ref s) noexcept {
   const auto call = [](const void* in, const void*, auto... rest) { return ncclSend(in, rest...); };
   return detail::issue<false>("nccl::send", "ncclSend", call, comm, data, data, s, detail::extents::equal, peer, peer);
 }
-/// Receives `data.size()` elements from rank `peer` into `data` (ncclRecv). Errors: as send.
+/// Receives `data.size()` elements from rank `peer` into `data` (ncclRecv).
 template <detail::device_view Data>
 [[nodiscard]] status receive(const communicator& comm, Data&& data, int peer, stream_ref s) noexcept {
   const auto call = [](const void*, void* out, auto... rest) { return ncclRecv(out, rest...); };

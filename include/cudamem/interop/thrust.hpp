@@ -1,11 +1,9 @@
 // SPDX-License-Identifier: MIT
 /// \file
-/// Thrust on cudamem memory and streams: temporary storage from a device resource (by default the stream's), an
-/// execution policy on a stream, and device spans as Thrust iterators. Optional, nvcc only (elsewhere it declares
-/// nothing). Thrust reports errors by throwing, and so does this allocator: the one place cudamem throws.
-///
-///     thrust_allocator(s [, resource]), thrust_policy(s [, resource])   par_nosync on s; resource: allocator_for(s)
-///     to_thrust(device_span<T>), thrust_begin, thrust_end, from_thrust(thrust::device_ptr<T>, count, device_id)
+/// Thrust on cudamem (nvcc only; elsewhere it declares nothing): thrust_allocator and thrust_policy, par_nosync on a
+/// stream with temporary storage from a device resource (by default allocator_for(s)), and device spans as Thrust
+/// iterators (to_thrust, thrust_begin, thrust_end, from_thrust). Thrust reports errors by throwing, and so does the
+/// allocator: the one place cudamem throws. See docs/allocators.md.
 #pragma once
 
 #include <cudamem/registry.hpp>
@@ -26,11 +24,10 @@ namespace cudamem {
 class thrust_allocator {
  public:
   using value_type = char;  ///< Thrust allocates temporary storage as bytes
-  /// Allocates from the resource registered on `s` (register_allocator), else the stream-ordered pool.
+  /// From the resource registered on `s` (register_allocator), else the stream-ordered pool.
   explicit thrust_allocator(stream_ref s) noexcept : thrust_allocator(s, allocator_for(s)) {}
-  /// Allocates from `resource`, on `s`.
+  /// From `resource`, on `s`.
   thrust_allocator(stream_ref s, resource_ref<device> resource) noexcept : stream_(s), resource_(resource) {}
-
   /// `bytes` bytes, 256-byte aligned. Throws thrust's bad_alloc if the resource fails (no exceptions: prints, aborts).
   char* allocate(std::ptrdiff_t bytes) {
     auto got = resource_.allocate(stream_, static_cast<std::size_t>(bytes), 256);
@@ -56,15 +53,14 @@ class thrust_allocator {
 [[nodiscard]] inline auto thrust_policy(stream_ref s, resource_ref<device> resource) noexcept {
   return thrust::cuda::par_nosync(thrust_allocator(s, resource)).on(s.get());
 }
-/// As thrust_policy(s, resource), from the resource registered on `s`, else the stream-ordered pool.
+/// thrust_policy(s, allocator_for(s)).
 [[nodiscard]] inline auto thrust_policy(stream_ref s) noexcept { return thrust_policy(s, allocator_for(s)); }
-
-/// The first element of a device span as a Thrust device pointer.
+/// The first element of a device span as a Thrust device pointer (also its begin iterator).
 template <class T>
 [[nodiscard]] thrust::device_ptr<T> to_thrust(span<T, device> s) noexcept {
   return thrust::device_pointer_cast(s.data().get());
 }
-/// As to_thrust: Thrust's begin iterator of the span.
+/// As to_thrust.
 template <class T>
 [[nodiscard]] thrust::device_ptr<T> thrust_begin(span<T, device> s) noexcept {
   return to_thrust(s);
