@@ -37,13 +37,11 @@
 /// `buffer<T, Kind>`: owning memory of one kind; move-only, deep-const, freed through its resource in stream order.
 
 /// \file
-/// Per-stream allocator registration (ACL's aclrtAllocatorRegister, as RAII): `buffer<T, device>::allocate(n, s)`
-/// and `pitched_buffer`'s stream form take their memory from the resource registered on `s`.
+/// Per-stream allocator registration (ACL's aclrtAllocatorRegister, as RAII), one registry per process, keyed on
+/// cudaStreamGetId: `buffer<T, device>::allocate(n, s)` and `pitched_buffer`'s stream form allocate from `s`'s.
 ///
 ///     result<registration> register_allocator(stream_ref s, resource_ref<device> r)   unregisters when it goes
 ///     resource_ref<device> allocator_for(stream_ref s)      the registered one, else default_resource<device>(true)
-///
-/// One registry per process, keyed on the stream's cudaStreamGetId; see docs/allocators.md.
 
 // cudamem: process-wide state (release handler, registries), one per process even across shared libraries built with
 // -fvisibility=hidden: process_wide and state types (CUDAMEM_DETAIL_PROCESS_WIDE) have default visibility. Internal.
@@ -100,13 +98,11 @@ class unique_handle {
 
 }  // namespace cudamem::detail
 /// \file
-/// Memory resources: where a buffer's memory comes from and goes back to, with the stream-first interface of CCCL's
-/// cuda::mr and RMM; `resource_ref<K>` is the type-erased handle a buffer keeps.
+/// Memory resources (the stream-first interface of CCCL's cuda::mr and RMM) and `resource_ref<K>`, which buffers keep.
 
 // cudamem: keeping the library's own calls out of the user's stream captures. Internal.
 
-// cudamem: hot-path stream and event queries through driver entry points loaded at run time (nothing links libcuda);
-// the runtime call, for its error, where the driver does not answer. Why: docs/decisions.md. Internal.
+// Internal: hot-path stream and event calls through the driver (loaded at run time), else the runtime: decisions.md.
 
 // cudamem: configuration shared by every header. Internal: include a public header instead.
 
@@ -162,8 +158,7 @@ struct driver_calls {
   CUresult (*event_query)(CUevent) = nullptr;
 };
 
-// One table per default-stream flavour: a build with per-thread default streams asks for the per-thread forms. Out
-// of line, so that driver_table() inlines to the check of its guard.
+// One table per default-stream flavour; out of line, so that driver_table() inlines to the check of its guard.
 template <bool PerThread>
 [[gnu::noinline]] driver_calls load_driver_table() noexcept {
   driver_calls t;
@@ -200,32 +195,27 @@ inline bool driver_capture_status(cudaStream_t s, CUstreamCaptureStatus& status)
   const auto f = driver().stream_is_capturing;
   return f != nullptr && f(s, &status) == CUDA_SUCCESS;
 }
-/// cudaStreamIsCapturing; the runtime call (and its error) when the driver does not answer.
+/// The runtime calls below, through the driver where it answers.
 inline cudaError_t stream_capture_status(cudaStream_t s, cudaStreamCaptureStatus* status) noexcept {
-  if (CUstreamCaptureStatus st{}; driver_capture_status(s, st)) {
-    *status = static_cast<cudaStreamCaptureStatus>(st);
-    return cudaSuccess;
-  }
-  return cudaStreamIsCapturing(s, status);
+  CUstreamCaptureStatus st{};
+  if (!driver_capture_status(s, st)) return cudaStreamIsCapturing(s, status);
+  *status = static_cast<cudaStreamCaptureStatus>(st);
+  return cudaSuccess;
 }
-/// cudaStreamGetId, likewise.
 inline cudaError_t stream_unique_id(cudaStream_t s, unsigned long long* id) noexcept {
   const auto f = driver().stream_get_id;
   return f != nullptr && f(s, id) == CUDA_SUCCESS ? cudaSuccess : cudaStreamGetId(s, id);
 }
-/// cudaThreadExchangeStreamCaptureMode, likewise.
 inline cudaError_t exchange_capture_mode(cudaStreamCaptureMode* mode) noexcept {
   const auto f = driver().exchange_capture_mode;
   if (f != nullptr && f(reinterpret_cast<CUstreamCaptureMode*>(mode)) == CUDA_SUCCESS) return cudaSuccess;
   return cudaThreadExchangeStreamCaptureMode(mode);
 }
-/// cudaEventRecord, likewise.
 inline cudaError_t record_event(cudaEvent_t e, cudaStream_t s) noexcept {
   const auto f = driver().event_record;
   return f != nullptr && f(e, s) == CUDA_SUCCESS ? cudaSuccess : cudaEventRecord(e, s);
 }
-/// cudaEventQuery, likewise; not-ready from the driver is cudaErrorNotReady, which the runtime never stores.
-inline cudaError_t query_event(cudaEvent_t e) noexcept {
+inline cudaError_t query_event(cudaEvent_t e) noexcept {  // not-ready: cudaErrorNotReady, never stored by the runtime
   const auto f = driver().event_query;
   if (f != nullptr) {
     const CUresult r = f(e);
@@ -373,18 +363,17 @@ enum class error_domain : unsigned char {
   cuda,     ///< the CUDA runtime reported it; the native code is the cudaError_t
   nccl,     ///< NCCL reported it; the native code is the ncclResult_t
 };
-/// The name of a domain: "library", "cuda" or "nccl"; "unknown" for a value outside the enum.
+/// "library", "cuda", "nccl", "unknown"
 [[nodiscard]] constexpr const char* to_string(error_domain domain) noexcept {
   constexpr const char* names[] = {"library", "cuda", "nccl"};
   return static_cast<unsigned>(domain) < 3u ? names[static_cast<unsigned>(domain)] : "unknown";
 }
 
-/// What went wrong: who reported it, with which code, the call that failed and a one-line message ("copy:
-/// cudaMemcpyAsync: cudaErrorInvalidValue: invalid argument"). Trivially copyable, never allocates.
+/// What went wrong: who reported it, its code, the failed call and a one-line message. Trivially copyable.
 class error {
  public:
   static constexpr std::size_t max_message = 255;  ///< The longest message kept; a longer one ends in "...".
-  static constexpr std::size_t max_name = 47;      ///< The longest api() and call() kept (they are copied).
+  static constexpr std::size_t max_name = 47;  ///< The longest api() and call() kept (they are copied).
   /// An error CUDA reported from `cuda_call`, inside the library function `api` (may be null).
   [[gnu::cold]] error(cudaError_t status, const char* api, const char* cuda_call) noexcept
       : error(error_domain::cuda, static_cast<int>(status), api, cuda_call, cudaGetErrorName(status),
@@ -399,8 +388,7 @@ class error {
     vappend(fmt, args);
     va_end(args);
   }
-  /// An error another library (NCCL: `native_code` an ncclResult_t) reported from `call`, in the library function
-  /// `api` (may be null), with its `name` and `description` (may be null): "api: call: name: description".
+  /// An error another library (NCCL) reported from `call` in `api`: "api: call: name: description" (null: left out).
   [[gnu::cold]] error(error_domain domain, int native_code, const char* api, const char* call, const char* name,
                       const char* description) noexcept
       : domain_(domain), native_(native_code) {
@@ -416,7 +404,7 @@ class error {
   [[nodiscard]] errc code() const noexcept {
     return domain_ == error_domain::cuda ? errc::cuda : domain_ == error_domain::nccl ? errc::nccl : errc(native_);
   }
-  /// The CUDA status, or cudaSuccess when CUDA did not report the error.
+  /// The CUDA status; cudaSuccess if CUDA did not report it.
   [[nodiscard]] cudaError_t cuda_status() const noexcept {
     return domain_ == error_domain::cuda ? static_cast<cudaError_t>(native_) : cudaSuccess;
   }
@@ -424,7 +412,7 @@ class error {
   [[nodiscard]] const char* call() const noexcept { return call_; }  ///< The CUDA or NCCL function, else the api.
   [[nodiscard]] const char* message() const noexcept { return text_; }  ///< One line: which call failed, and why.
   [[nodiscard]] bool is_sticky() const noexcept { return is_sticky_status(cuda_status()); }  ///< Context lost.
-  /// The same error, with the message naming the library function `outer_api` instead of the inner one.
+  /// This error, naming the api `outer_api`.
   [[nodiscard]] error with_api(const char* outer_api) const noexcept {
     error outer = *this;
     if (outer_api == nullptr && domain_ == error_domain::library) outer_api = "cudamem";
@@ -574,9 +562,8 @@ class result_base {
 
  public:
   using error_type = cudamem::error;  ///< cudamem::error.
-  /// The result type for values of type U, as std::expected::rebind.
   template <class U>
-  using rebind = result<U>;
+  using rebind = result<U>;  ///< The result type for values of type U, as std::expected::rebind.
   [[nodiscard]] bool has_value() const noexcept { return self().has_value_; }  ///< True when this holds a value.
   explicit operator bool() const noexcept { return self().has_value_; }  ///< True when this holds a value.
   /// The error. Precondition: !has_value() (checked with an abort in debug builds).
@@ -637,11 +624,10 @@ class [[nodiscard]] result<void> : public detail::result_base<result<void>> {
   result& operator=(const cudamem::error& failure) noexcept { return *this = result(failure); }  ///< Holds `failure`.
   void emplace() noexcept { has_value_ = true; }  ///< Success from now on (drops the error).
   void swap(result& other) noexcept { std::swap(*this, other); }  ///< Exchanges the states of two results.
-  /// Nothing; precondition has_value() (checked with an abort in debug builds).
-  void operator*() const noexcept { check(true, false, "status::operator*"); }
+  void operator*() const noexcept { check(true, false, "status::operator*"); }  ///< Nothing; debug builds check.
   /// Nothing on success; on an error, prints the message and aborts, in every build (one overload: nothing moves).
   void value() const noexcept { check(true, true, "status::value()"); }
-  /// Equal when both succeeded, or both failed with equal errors.
+  /// Both succeeded, or failed with equal errors.
   friend bool operator==(const result& a, const result& b) noexcept {
     return a.has_value_ == b.has_value_ && (a.has_value_ || a.error_ == b.error_);
   }
@@ -848,10 +834,8 @@ class CUDAMEM_DETAIL_NODISCARD_RESULT result : public detail::result_base<result
   };
 };
 
-/// What a fallible operation that produces no value returns: success, or an error.
-using status = result<void>;
-/// Called with the error of a failed release (cudaFree, ...) in a destructor; must not throw.
-using release_handler = void (*)(const error&) noexcept;
+using status = result<void>;  ///< What a fallible operation that produces no value returns: success, or an error.
+using release_handler = void (*)(const error&) noexcept;  ///< Called with a destructor's failed release (cudaFree...).
 namespace detail {
 inline void default_release_handler(const error& failure) noexcept {
   std::fprintf(stderr, "cudamem: release failed: %s\n", failure.message());
@@ -934,7 +918,6 @@ class device_id {
   CUDAMEM_TRY(detail::check(cudaGetDeviceCount(&count), "device_count", "cudaGetDeviceCount"));
   return count;
 }
-
 /// The calling thread's current device. Errors: CUDA errors (no device, no driver).
 [[nodiscard]] inline result<device_id> current_device() noexcept {
   int ordinal = 0;
@@ -943,8 +926,7 @@ class device_id {
 }
 
 namespace detail {
-/// Succeeds when `id` names an existing device; `api` names the caller in the error.
-inline status check_device(device_id id, const char* api) noexcept {
+inline status check_device(device_id id, const char* api) noexcept {  // out_of_range unless `id` names a device
   auto count = device_count();
   if (!count) return error(count.error().cuda_status(), api, "cudaGetDeviceCount");
   if (id.get() < 0 || id.get() >= *count)
@@ -956,12 +938,11 @@ struct device_restore {  // what a device_guard owns: the ordinal to make curren
   static int empty() noexcept { return cudaInvalidDeviceId; }
   static void release(int ordinal) noexcept { check_release(cudaSetDevice(ordinal), "cudaSetDevice"); }
 };
-/// One int per `Tag` and ordinal in [0, max_devices), read once (errors are not kept); racing threads store the same.
+/// get(): one int per `Tag` and ordinal < max_devices, from `read(ordinal)` until it succeeds; racers store the same.
 template <class Tag>
 struct per_device_cache {
   static constexpr int max_devices = 64;
   static inline long long slots[max_devices] = {};  // a known value v as (1 << 32) | v, one atomic word; 0: unknown
-  /// The cached value for `ordinal`, else `read(ordinal)` (a result<int>), cached when it succeeds.
   template <class Read>
   static result<int> get(int ordinal, Read&& read) noexcept {
     const bool cacheable = ordinal >= 0 && ordinal < max_devices;
@@ -973,7 +954,7 @@ struct per_device_cache {
     return value;
   }
 };
-/// An attribute of a device, read once per (device, attribute) and cached. Errors: out_of_range; CUDA errors.
+/// An attribute of a device, read once and cached. Errors: out_of_range; CUDA errors.
 template <cudaDeviceAttr Attribute>
 inline result<int> cached_attribute(device_id id, const char* api) noexcept {
   using cache = per_device_cache<std::integral_constant<cudaDeviceAttr, Attribute>>;
@@ -992,8 +973,7 @@ inline result<int> cached_attribute(device_id id, const char* api) noexcept {
   return detail::check(cudaSetDevice(id.get()), "set_current_device", "cudaSetDevice");
 }
 
-/// RAII: makes a device current and restores the previous one when it goes (a failed restore goes to the release
-/// handler). Move-only: the restore moves with it; a guard assigned over first restores its own.
+/// RAII: makes a device current and restores the previous one when it goes (failing: the release handler); move-only.
 class device_guard {
  public:
   /// Makes `id` current (restoring nothing if it already was). Errors (nothing changed): out_of_range; CUDA's.
@@ -1024,7 +1004,6 @@ class device_guard {
   auto value = detail::cached_attribute<cudaDevAttrMaxPitch>(id, "max_pitch");
   return value ? result<std::size_t>(static_cast<unsigned>(*value)) : value.error();
 }
-
 /// The compute capability of `id` as major * 10 + minor (90 on Hopper), cached per device. Errors: as max_pitch.
 [[nodiscard]] inline result<int> compute_capability(device_id id) noexcept {
   auto major = detail::cached_attribute<cudaDevAttrComputeCapabilityMajor>(id, "compute_capability");
@@ -1050,11 +1029,9 @@ class event_ref;
 namespace detail {
 /// A moved-from stream's handle: one CUDA rejects (null is the legacy stream), checked by every library call.
 inline cudaStream_t invalid_stream() noexcept { return reinterpret_cast<cudaStream_t>(~std::uintptr_t{0}); }
-/// Null, cudaStreamLegacy or cudaStreamPerThread: a default stream, always the current device's.
-inline bool is_default_stream(cudaStream_t handle) noexcept {
+inline bool is_default_stream(cudaStream_t handle) noexcept {  // always the current device's
   return handle == nullptr || handle == cudaStreamLegacy || handle == cudaStreamPerThread;
 }
-/// The error for a moved-from stream or event (`what`) passed to `api`.
 inline error handle_moved_from(const char* api, const char* what) noexcept {
   return error(errc::invalid_argument, api, "the %s was moved from", what);
 }
@@ -1079,7 +1056,6 @@ inline status refuse_capture(cudaStream_t handle, const char* api, const char* w
   if (capture != cudaStreamCaptureStatusNone) return error(errc::capture_active, api, "%s", why);
   return {};
 }
-
 /// Counts stream objects taking or giving up handles: CUDA reuses them, so handle-keyed state rechecks on a change.
 struct CUDAMEM_DETAIL_PROCESS_WIDE streams_disowned {
   std::atomic<std::uint64_t> count{0};
@@ -1100,7 +1076,7 @@ inline void own_stream(cudaStream_t handle, bool begins) noexcept {
   }
   disowned_count().fetch_add(1, std::memory_order_acq_rel);
 }
-/// Calls `f()` while a stream object owns `handle`, which then stays valid; false when none does. `f` must not create,
+/// `f()` under the lock while a stream object owns `handle` (so it stays valid), else false. `f` must not create,
 /// destroy or release a stream object, nor report to the release handler (whose code might).
 template <class F>
 auto while_owned(cudaStream_t handle, F&& f) noexcept -> decltype(f()) {
@@ -1125,7 +1101,9 @@ struct event_handle {  // what an event owns; a moved-from event holds null
 bool from_owner(stream_ref s) noexcept;
 }  // namespace detail
 
-/// A non-owning reference to a CUDA stream and, where known, its device (CUDA cannot name a capturing stream's).
+/// A non-owning reference to a CUDA stream and, where known, its device (CUDA cannot name a capturing stream's); the
+/// default streams, legacy() (it synchronizes with blocking streams) and the calling thread's per_thread(), are the
+/// current device's. Members fail with invalid_argument after a move, and with CUDA's errors.
 class stream_ref {
  public:
   stream_ref() noexcept = default;      ///< The legacy default stream of the current device, as legacy().
@@ -1137,23 +1115,19 @@ class stream_ref {
   [[nodiscard]] static stream_ref from_native_handle(cudaStream_t handle, device_id id) noexcept {
     return stream_ref(handle, id.get());
   }
-  /// The legacy default stream of the current device (it synchronizes with that device's blocking streams).
-  [[nodiscard]] static stream_ref legacy() noexcept { return stream_ref(cudaStreamLegacy); }
-  /// The calling thread's per-thread default stream of the current device.
-  [[nodiscard]] static stream_ref per_thread() noexcept { return stream_ref(cudaStreamPerThread); }
+  [[nodiscard]] static stream_ref legacy() noexcept { return stream_ref(cudaStreamLegacy); }  ///< Legacy default.
+  [[nodiscard]] static stream_ref per_thread() noexcept { return stream_ref(cudaStreamPerThread); }  ///< Per-thread.
   [[nodiscard]] cudaStream_t get() const noexcept { return handle_; }  ///< The raw handle (after a move: invalid).
   [[nodiscard]] bool valid() const noexcept { return handle_ != detail::invalid_stream(); }  ///< False after a move.
-
-  /// The device given, the current one for a default stream, else cudaStreamGetDevice's; does not synchronize.
-  /// Errors: invalid_argument (moved from); capture_active (capturing, device not known); CUDA errors.
+  /// The device given, the current one for a default stream, else CUDA's. Errors: capture_active (capturing, none
+  /// given).
   [[nodiscard]] result<device_id> device() const noexcept {
     if (device_ != unknown_device && valid() && !detail::is_default_stream(handle_)) [[likely]]
       return device_id(device_);
     return device_slow();
   }
-  /// Blocks until all queued work has finished; synchronizes. Errors: invalid_argument (moved from); capture_active
-  /// if its work joins a graph capture, which waiting would invalidate; CUDA errors, also of earlier work. A capture
-  /// in progress elsewhere (this thread or another, any mode) is left intact.
+  /// Blocks until all queued work is done, leaving a capture elsewhere (any thread or mode) intact. Errors: also
+  /// earlier work's; capture_active if its work joins a graph capture, which waiting would invalidate.
   [[nodiscard]] status synchronize() const noexcept {
     CUDAMEM_TRY(usable_outside_capture("stream::synchronize"));
     detail::relaxed_capture_scope relaxed;
@@ -1165,8 +1139,7 @@ class stream_ref {
     detail::relaxed_capture_scope relaxed;
     return detail::query_result(cudaStreamQuery(handle_), "stream::ready", "cudaStreamQuery");
   }
-  /// Later work waits for `e`'s last record() (of any device); does not block. Errors: invalid_argument, CUDA errors.
-  [[nodiscard]] status wait(event_ref e) const noexcept;
+  [[nodiscard]] status wait(event_ref e) const noexcept;  ///< Later work waits for `e`'s last record() (any device).
   /// Equal when the handles are, whether the device is known or not (the legacy stream and null are unequal).
   friend bool operator==(stream_ref a, stream_ref b) noexcept { return a.handle_ == b.handle_; }
 
@@ -1194,36 +1167,31 @@ class stream_ref {
         handle_, api,
         "the stream's work belongs to a graph capture in progress; waiting for it would invalidate the capture");
   }
-
   friend class stream;
   friend bool detail::from_owner(stream_ref) noexcept;
-
   cudaStream_t handle_ = cudaStreamLegacy;
   int device_ = unknown_device;  // the ordinal, when known
   bool from_owner_ = false;  // made by a live stream object's ref(): its handle's reuse is counted
 };
-
-/// Whether `s` came from a stream object's ref(), so that the end of its handle shows in disowned_count().
 inline bool detail::from_owner(stream_ref s) noexcept { return s.from_owner_; }
 
-/// A non-owning reference to a CUDA event; an event converts to it, never the reverse.
+/// A non-owning reference to a CUDA event; an event converts to it, never the reverse. Errors as stream_ref's.
 class event_ref {
  public:
   /// Refers to a handle the caller keeps alive. Not checked.
   [[nodiscard]] static event_ref from_native_handle(cudaEvent_t handle) noexcept { return event_ref(handle); }
   [[nodiscard]] cudaEvent_t get() const noexcept { return handle_; }  ///< The raw handle; null after a move.
   [[nodiscard]] bool valid() const noexcept { return handle_ != nullptr; }  ///< False after a move.
-  /// Captures the work queued on `s` so far (cudaEventRecord), replacing an earlier record; does not block.
-  /// Errors: invalid_argument (event or stream moved from); CUDA errors (e.g. `s` is of another device).
+  /// Captures the work queued on `s` (of the event's device) so far, replacing an earlier record; does not block.
   [[nodiscard]] status record(stream_ref s) const noexcept {
     if (!valid()) return detail::handle_moved_from("event::record", "event");
     if (!s.valid()) return detail::handle_moved_from("event::record", "stream");
     return detail::check(cudaEventRecord(handle_, s.get()), "event::record", "cudaEventRecord");
   }
-  /// Blocks until the recorded work is done (at once if none); synchronizes. Errors: invalid_argument, CUDA errors.
+  /// Blocks until the recorded work is done (at once if none); a capture elsewhere is left intact.
   [[nodiscard]] status synchronize() const noexcept {
     if (!valid()) return detail::handle_moved_from("event::synchronize", "event");
-    detail::relaxed_capture_scope relaxed;  // a capture elsewhere is left intact, as by stream_ref::synchronize
+    detail::relaxed_capture_scope relaxed;
     return detail::check(cudaEventSynchronize(handle_), "event::synchronize", "cudaEventSynchronize");
   }
   /// Whether the recorded work has finished (true if none); does not block. Not-ready as in stream_ref::ready.
@@ -1239,7 +1207,6 @@ class event_ref {
   explicit event_ref(cudaEvent_t handle) noexcept : handle_(handle) {}
   cudaEvent_t handle_;
 };
-
 inline status stream_ref::wait(event_ref e) const noexcept {
   if (!valid()) return detail::handle_moved_from("stream::wait", "stream");
   if (!e.valid()) return detail::handle_moved_from("stream::wait", "event");
@@ -1251,7 +1218,6 @@ struct stream_options {
   bool non_blocking = true;  ///< The synchronous copies and fills (on the legacy stream) do not wait for its work.
   int priority = 0;  ///< Lower numbers are higher priority; CUDA clamps it to the device's range.
 };
-
 /// An owning CUDA stream on a device; move-only. Destroying it does not wait; failures go to the release handler.
 class stream {
  public:
@@ -1306,7 +1272,6 @@ struct event_options {
   bool timing = true;  ///< Record timestamps, for elapsed_ms; false (cudaEventDisableTiming) is cheaper.
   bool blocking_sync = false;  ///< Block the thread in synchronize() (cudaEventBlockingSync) instead of spinning.
 };
-
 /// An owning CUDA event on a device, as stream is (cudaEventDestroy); it records its own device's streams, any wait.
 class event {
  public:
@@ -1325,8 +1290,7 @@ class event {
     auto id = current_device();
     return id ? create(*id, options) : id.error().with_api("event::create");
   }
-  /// A reference; it must not outlive the event. Invalid after a move.
-  [[nodiscard]] event_ref ref() const& noexcept { return event_ref(handle_.get()); }
+  [[nodiscard]] event_ref ref() const& noexcept { return event_ref(handle_.get()); }  ///< Must not outlive the event.
   event_ref ref() const&& = delete;  ///< Refused: it would dangle once the statement ends.
   operator event_ref() const& noexcept { return ref(); }  ///< As ref().
   operator event_ref() const&& = delete;  ///< Refused, as ref() of a temporary.
@@ -1336,8 +1300,7 @@ class event {
   [[nodiscard]] status record(stream_ref s) const noexcept { return ref().record(s); }  ///< As event_ref's.
   [[nodiscard]] status synchronize() const noexcept { return ref().synchronize(); }  ///< As event_ref's: blocks.
   [[nodiscard]] result<bool> ready() const noexcept { return ref().ready(); }  ///< As event_ref's.
-  /// Milliseconds between two recorded events created with timing; does not block. Errors: invalid_argument
-  /// (moved from); cudaErrorNotReady (not yet completed); cudaErrorInvalidResourceHandle (no timing); CUDA errors.
+  /// Milliseconds from `start` to `end` (recorded, with timing); does not block. Errors: cudaErrorNotReady; CUDA's.
   [[nodiscard]] static result<float> elapsed_ms(event_ref start, event_ref end) noexcept {
     constexpr const char* api = "event::elapsed_ms";
     if (!start.valid() || !end.valid()) return detail::handle_moved_from(api, "event");
@@ -1386,12 +1349,10 @@ inline status require_memory_pools(device_id id, const char* api) noexcept {
   if (*pools == 0) return error(errc::not_supported, api, "device %d has no stream-ordered memory pools", id.get());
   return {};
 }
-
 /// cudaMalloc, cudaMallocHost or cudaMallocManaged: synchronous, in relaxed capture mode (in no one's capture).
 template <memory_kind K>
 struct cuda_resource {
-  using kind = K;  ///< the kind it serves
-  /// Allocates `bytes` on the current device.
+  using kind = K;
   [[nodiscard]] result<void*> allocate(stream_ref, std::size_t bytes, std::size_t alignment) noexcept {
     CUDAMEM_TRY(check_alignment(alignment, allocate_name));
     relaxed_capture_scope relaxed;
@@ -1402,7 +1363,6 @@ struct cuda_resource {
     CUDAMEM_TRY(check(code, nullptr, allocate_name));
     return raw;
   }
-  /// Frees; a failure goes to the release handler.
   void deallocate(stream_ref, void* p, std::size_t, std::size_t) noexcept {
     relaxed_capture_scope relaxed;
     if constexpr (is_pinned) check_release(cudaFreeHost(p), "cudaFreeHost");
@@ -1415,22 +1375,19 @@ struct cuda_resource {
                                                : is_managed ? "cudaMallocManaged"
                                                             : "cudaMalloc";
 };
-
 template <class R>
 inline R builtin_resource{};  // the objects default_resource refers to
 }  // namespace detail
 
 /// cudaMalloc on the current device: usable on every stream at once. Synchronous; cudaFree synchronizes the device.
 using device_malloc_resource = detail::cuda_resource<device>;
-/// cudaMallocHost: page-locked, mapped for every device. Synchronous.
-using pinned_resource = detail::cuda_resource<pinned>;
-/// cudaMallocManaged (attached globally) on the current device. Synchronous.
-using managed_resource = detail::cuda_resource<managed>;
+using pinned_resource = detail::cuda_resource<pinned>;    ///< cudaMallocHost (mapped for every device), synchronous.
+using managed_resource = detail::cuda_resource<managed>;  ///< cudaMallocManaged (attached globally), synchronous.
 
 /// cudaMallocAsync from the pool of the stream's device, ordered on the stream; cudaFreeAsync on the stream given to
 /// deallocate. Both can be captured. Errors: not_supported without memory pools.
 struct device_pool_resource {
-  using kind = device;  ///< the kind it serves
+  using kind = device;  ///< The kind it serves.
   /// Allocates (see the struct).
   [[nodiscard]] result<void*> allocate(stream_ref s, std::size_t bytes, std::size_t alignment) noexcept {
     constexpr const char* api = "cudaMallocAsync";
@@ -1440,7 +1397,7 @@ struct device_pool_resource {
     CUDAMEM_TRY(detail::check(cudaMallocAsync(&raw, bytes, s.get()), nullptr, api));
     return raw;
   }
-  /// Frees; a failure goes to the release handler.
+  /// Frees (failures: release handler).
   void deallocate(stream_ref s, void* p, std::size_t, std::size_t) noexcept {
     detail::check_release(cudaFreeAsync(p, s.get()), "cudaFreeAsync");
   }
@@ -1448,8 +1405,8 @@ struct device_pool_resource {
 
 /// Aligned operator new: at least 64 bytes (a cache line), more when asked. Needs no device.
 struct host_resource {
-  using kind = host;  ///< the kind it serves
-  /// Allocates (see the struct).
+  using kind = host;  ///< The kind it serves.
+  /// Allocates.
   [[nodiscard]] result<void*> allocate(stream_ref, std::size_t bytes, std::size_t alignment) noexcept {
     CUDAMEM_TRY(detail::check_alignment(alignment, "operator new", false));
     void* raw = ::operator new(bytes, std::align_val_t{aligned(alignment)}, std::nothrow);
@@ -1469,13 +1426,12 @@ struct host_resource {
 template <memory_kind K>
 class resource_ref {
  public:
-  using kind = K;  ///< the kind it serves
+  using kind = K;  ///< The kind it serves.
 
   /// Refers to `resource`, which must serve kind K (a resource of another kind does not compile).
   template <class R>
     requires(!std::is_same_v<std::remove_cv_t<R>, resource_ref> && memory_resource_for<R, K>)
   resource_ref(R& resource) noexcept : object_(&resource), ops_(&ops_for<R>) {}
-
   /// As the resource's allocate.
   [[nodiscard]] result<void*> allocate(stream_ref s, std::size_t bytes, std::size_t alignment) const noexcept {
     return ops_->allocate(object_, s, bytes, alignment);
@@ -1484,11 +1440,9 @@ class resource_ref {
   void deallocate(stream_ref s, void* p, std::size_t bytes, std::size_t alignment) const noexcept {
     ops_->deallocate(object_, s, p, bytes, alignment);
   }
-  /// Whether the resource makes a stream's device current itself where it needs one (`static constexpr bool
-  /// selects_device = true` in its type): a buffer on a stream then skips its own device switch.
+  /// True for a resource with `static constexpr bool selects_device = true`: it makes a stream's device current itself.
   [[nodiscard]] bool selects_device() const noexcept { return ops_->selects_device; }
-  /// Equal when both refer to the same resource object.
-  friend bool operator==(resource_ref a, resource_ref b) noexcept { return a.object_ == b.object_; }
+  friend bool operator==(resource_ref a, resource_ref b) noexcept { return a.object_ == b.object_; }  ///< Same object.
 
  private:
   struct operations {
@@ -1497,13 +1451,10 @@ class resource_ref {
     bool selects_device;
   };
   template <class R>
-  static constexpr operations ops_for{[](void* r, stream_ref s, std::size_t n, std::size_t a) noexcept {
-                                        return static_cast<R*>(r)->allocate(s, n, a);
-                                      },
-                                      [](void* r, stream_ref s, void* p, std::size_t n, std::size_t a) noexcept {
-                                        static_cast<R*>(r)->deallocate(s, p, n, a);
-                                      },
-                                      (requires { requires R::selects_device; })};
+  static constexpr operations ops_for{
+      [](void* r, auto... args) noexcept { return static_cast<R*>(r)->allocate(args...); },
+      [](void* r, auto... args) noexcept { static_cast<R*>(r)->deallocate(args...); },
+      (requires { requires R::selects_device; })};
 
   void* object_;
   const operations* ops_;
@@ -1512,57 +1463,54 @@ class resource_ref {
 /// The resource a buffer of kind K uses when none is given (device: the pool if stream-ordered, else cudaMalloc).
 template <memory_kind K>
 [[nodiscard]] resource_ref<K> default_resource(bool stream_ordered = false) noexcept {
-  using ref = resource_ref<K>;
   if constexpr (std::is_same_v<K, host>) return detail::builtin_resource<host_resource>;
   else if constexpr (std::is_same_v<K, device>)
-    return stream_ordered ? ref(detail::builtin_resource<device_pool_resource>)
-                          : ref(detail::builtin_resource<device_malloc_resource>);
+    return stream_ordered ? resource_ref<K>(detail::builtin_resource<device_pool_resource>)
+                          : resource_ref<K>(detail::builtin_resource<device_malloc_resource>);
   else return detail::builtin_resource<detail::cuda_resource<K>>;
 }
 
 }  // namespace cudamem
 
+#include <array>
 #include <atomic>
+#include <bit>
 #include <cstdint>
-#include <cstring>
 #include <mutex>
 #include <utility>
 
 namespace cudamem {
 namespace detail {
 
-/// Fixed (stream id, handle, resource) slots. Writers take the mutex; readers take no lock: each slot is a seqlock
-/// (odd version while written). Readers match the handle, the caller confirms the id; both are opaque integers here.
+// Fixed (stream id, handle, resource) slots, opaque integers here. Writers take the mutex; each slot is a seqlock (odd
+// version while written), read with no lock: readers match the handle, the caller confirms the id.
 struct CUDAMEM_DETAIL_PROCESS_WIDE allocator_table {
-  static constexpr std::size_t capacity = 256;  ///< streams registered at once
+  static constexpr std::size_t capacity = 256;
   static constexpr std::uint64_t no_stream = ~std::uint64_t{0};
+  using ref_words = std::array<std::uintptr_t, 2>;  // a resource_ref's two pointers
   struct slot {
     std::atomic<std::uint32_t> version{0};
     std::atomic<std::uint64_t> stream_id{no_stream};
-    std::atomic<std::uintptr_t> handle{0};            // 0: none (free, or its stream is known to be gone)
-    std::atomic<std::uintptr_t> words[2]{};           // the resource_ref's two pointers
-    std::atomic<std::uint64_t> confirmed{no_stream};  // see confirmation()
+    std::atomic<std::uintptr_t> handle{0};  // 0: none (free, or its stream is known to be gone)
+    std::atomic<std::uintptr_t> words[2]{};
+    std::atomic<std::uint64_t> confirmed{no_stream};
   };
-  /// What a lookup finds: the resource and the id of the stream it was registered for.
-  struct entry {
+  struct entry {  // what a lookup read, and at which slot version
     resource_ref<device> resource;
     std::uint64_t stream_id;
     std::size_t slot;
-    std::uint32_t version;    // the slot's version the entry was read at
-    std::uint64_t confirmed;  // the slot's confirmation, read with it
+    std::uint32_t version;
+    std::uint64_t confirmed;
   };
-  /// A slot's confirmation: a stream object's ref() matched the registration of slot version `version` while
-  /// disowned_count() was `count`. Carrying the version, it never vouches for what a later write put in the slot.
+  // A ref() matched slot version `version` while disowned_count() was `count`: never vouches for a later write there.
   static std::uint64_t confirmation(std::uint32_t version, std::uint64_t count) noexcept {
-    return (std::uint64_t{version & 0xffffffu} << 40) | (count & 0xffffffffffu);  // 24 and 40 bits
+    return (std::uint64_t{version & 0xffffffu} << 40) | (count & 0xffffffffffu);
   }
-  /// Records that `e` was confirmed while disowned_count() was `count`.
   void confirm(const entry& e, std::uint64_t count) noexcept {
     slots[e.slot].confirmed.store(confirmation(e.version, count), std::memory_order_relaxed);
   }
 
-  /// Registers `r` for stream `id` at `handle`; returns the slot. A slot with `handle` under another id (a destroyed
-  /// stream's) stops answering for it. Errors: invalid_argument (already registered); not_supported (table full).
+  // Registers `r`; a slot at `handle` with another id (a destroyed stream's) stops answering for it.
   result<std::size_t> insert(std::uint64_t id, std::uintptr_t handle, resource_ref<device> r) noexcept {
     const std::lock_guard<std::mutex> lock(mutex);
     const std::size_t used = high_water.load(std::memory_order_relaxed);
@@ -1583,21 +1531,16 @@ struct CUDAMEM_DETAIL_PROCESS_WIDE allocator_table {
       free_slot = used;
       high_water.store(used + 1, std::memory_order_release);
     }
-    std::uintptr_t words[2];
-    static_assert(sizeof words == sizeof r && std::is_trivially_copyable_v<resource_ref<device>>);
-    std::memcpy(words, &r, sizeof words);
-    write(slots[free_slot], id, handle, words);
+    write(slots[free_slot], id, handle, std::bit_cast<ref_words>(r));
     count.fetch_add(1, std::memory_order_release);
     return free_slot;
   }
-  /// Frees slot `index` if it still holds `id`.
   void erase(std::size_t index, std::uint64_t id) noexcept {
     const std::lock_guard<std::mutex> lock(mutex);
     if (slots[index].stream_id.load(std::memory_order_relaxed) != id) return;
     write(slots[index], no_stream, 0, {0, 0});
     count.fetch_sub(1, std::memory_order_release);
   }
-  /// The entry registered at `handle`, copied into `out`; false when there is none. Lock-free.
   bool find(std::uintptr_t handle, entry& out) const noexcept {
     const std::size_t used = high_water.load(std::memory_order_acquire);
     for (std::size_t i = 0; i < used; ++i) {
@@ -1607,19 +1550,16 @@ struct CUDAMEM_DETAIL_PROCESS_WIDE allocator_table {
         if (before & 1u) continue;  // a writer is inside
         if (s.handle.load(std::memory_order_acquire) != handle) break;
         // Acquire loads keep the version re-read after them (not fences: ThreadSanitizer does not model those).
-        const std::uintptr_t words[2] = {s.words[0].load(std::memory_order_acquire),
-                                         s.words[1].load(std::memory_order_acquire)};
+        const ref_words ref = {s.words[0].load(std::memory_order_acquire), s.words[1].load(std::memory_order_acquire)};
         const std::uint64_t id = s.stream_id.load(std::memory_order_acquire);
         const std::uint64_t confirmed = s.confirmed.load(std::memory_order_acquire);
         if (s.version.load(std::memory_order_relaxed) != before) continue;
-        std::memcpy(static_cast<void*>(&out.resource), words, sizeof words);
-        out = {out.resource, id, i, before, confirmed};
+        out = {std::bit_cast<resource_ref<device>>(ref), id, i, before, confirmed};
         return true;
       }
     }
     return false;
   }
-  /// Whether nothing is registered: the lookup's fast path, no CUDA call.
   bool empty() const noexcept { return count.load(std::memory_order_acquire) == 0; }
 
   std::mutex mutex;
@@ -1627,12 +1567,12 @@ struct CUDAMEM_DETAIL_PROCESS_WIDE allocator_table {
   slot slots[capacity];
 
  private:
-  static void write(slot& s, std::uint64_t id, std::uintptr_t handle, const std::uintptr_t (&words)[2]) noexcept {
-    // Odd while it changes; release stores of the data, so a reader that sees new data sees the odd version too.
+  // Release stores of the data: a reader that sees new data sees the odd version too.
+  static void write(slot& s, std::uint64_t id, std::uintptr_t handle, const ref_words& ref) noexcept {
     s.version.fetch_add(1, std::memory_order_relaxed);
     s.confirmed.store(no_stream, std::memory_order_relaxed);
-    s.words[0].store(words[0], std::memory_order_release);
-    s.words[1].store(words[1], std::memory_order_release);
+    s.words[0].store(ref[0], std::memory_order_release);
+    s.words[1].store(ref[1], std::memory_order_release);
     s.stream_id.store(id, std::memory_order_release);
     s.handle.store(handle, std::memory_order_release);
     s.version.fetch_add(1, std::memory_order_release);
@@ -1652,10 +1592,8 @@ struct registered {  // what a registration owns: its slot and stream id
 /// or assigned to; buffers made through it keep their own resource_ref (the resource must outlive them).
 class registration {
  public:
-  /// Unregisters now (nothing after a move or an earlier reset). Does not synchronize.
-  void reset() noexcept { held_.reset(); }
-  /// Whether it still holds a registration.
-  [[nodiscard]] bool active() const noexcept { return held_.valid(); }
+  void reset() noexcept { held_.reset(); }  ///< Unregisters now, if it still holds one; does not synchronize.
+  [[nodiscard]] bool active() const noexcept { return held_.valid(); }  ///< Whether it still holds a registration.
 
  private:
   friend result<registration> register_allocator(stream_ref, resource_ref<device>) noexcept;
@@ -1693,17 +1631,14 @@ class registration {
   const std::uint64_t disowned = detail::disowned_count().load(std::memory_order_acquire);
   if (detail::from_owner(s) && found.confirmed == detail::allocator_table::confirmation(found.version, disowned))
     return found.resource;
-  const cudaError_t earlier = cudaPeekAtLastError();
+  const cudaError_t earlier = cudaPeekAtLastError();  // a failed query's error is cleared, a user's earlier one kept
   cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
   unsigned long long id = 0;
   cudaError_t code = detail::stream_capture_status(s.get(), &capture);
   if (code == cudaSuccess && capture != cudaStreamCaptureStatusNone) return found.resource;
   if (code == cudaSuccess) code = detail::stream_unique_id(s.get(), &id);
-  if (code != cudaSuccess) {
-    if (earlier == cudaSuccess && !error::is_sticky_status(code)) (void)cudaGetLastError();  // ours, not the user's
-    return fallback;
-  }
-  if (id != found.stream_id) return fallback;
+  if (code != cudaSuccess && earlier == cudaSuccess && !error::is_sticky_status(code)) (void)cudaGetLastError();
+  if (code != cudaSuccess || id != found.stream_id) return fallback;
   if (detail::from_owner(s)) table.confirm(found, disowned);
   return found.resource;
 }
@@ -1768,15 +1703,13 @@ namespace cudamem {
 /// compiles only where the memory may be touched: device memory in device code, host memory in host code.
 template <class T, memory_kind Kind>
 class ptr {
-  static constexpr bool on_host = std::is_same_v<Kind, host> || std::is_same_v<Kind, pinned>;  // host and pinned
+  static constexpr bool on_host = std::is_same_v<Kind, host> || std::is_same_v<Kind, pinned>;
 
  public:
   using element_type = T;  ///< T.
   using kind = Kind;       ///< The memory kind.
-  /// A null pointer (on device_id::host() for host and pinned memory, else on device 0).
-  CUDAMEM_HD constexpr ptr() noexcept : raw_(nullptr), device_(on_host ? device_id::host() : device_id(0)) {}
-  /// Wraps `raw`, which the caller asserts is memory of kind Kind on device `id`.
-  CUDAMEM_HD constexpr ptr(T* raw, device_id id) noexcept : raw_(raw), device_(id) {}
+  constexpr ptr() noexcept = default;  ///< Null, on device_id::host() for host and pinned memory, else on device 0.
+  CUDAMEM_HD constexpr ptr(T* raw, device_id id) noexcept : raw_(raw), device_(id) {}  ///< Unchecked: Kind on `id`.
   /// Wraps `raw`, host or pinned memory, on device_id::host().
   CUDAMEM_HD constexpr explicit ptr(T* raw) noexcept
     requires on_host
@@ -1816,8 +1749,8 @@ class ptr {
   ///@}
 
  private:
-  T* raw_;
-  device_id device_;
+  T* raw_ = nullptr;
+  device_id device_ = on_host ? device_id::host() : device_id(0);
 };
 
 template <class T>
@@ -1873,7 +1806,6 @@ class span {
   template <std::size_t N>
     requires std::is_same_v<Kind, host>
   constexpr span(T (&array)[N]) noexcept : data_(pointer(array)), size_(N) {}
-
   CUDAMEM_HD constexpr pointer data() const noexcept { return data_; }          ///< The first element's address.
   CUDAMEM_HD constexpr std::size_t size() const noexcept { return size_; }      ///< The number of elements.
   CUDAMEM_HD constexpr bool empty() const noexcept { return size_ == 0; }       ///< True when size() is 0.
@@ -1887,7 +1819,6 @@ class span {
   })
   CUDAMEM_DETAIL_ACCESSORS(T*, begin(), { return data_.get(); })       ///< The first element's raw address.
   CUDAMEM_DETAIL_ACCESSORS(T*, end(), { return data_.get() + size_; })  ///< The raw address past the last.
-
   /// Elements [offset, offset + count), checked by CUDAMEM_ASSERT in debug builds only: for kernels, hot loops.
   CUDAMEM_HD constexpr span subspan_unchecked(std::size_t offset, std::size_t count) const noexcept {
     CUDAMEM_ASSERT(offset <= size_ && count <= size_ - offset, "subspan out of range");
@@ -1934,7 +1865,6 @@ template <class T>
 using host_span = span<T, host>;  ///< A view of pageable host memory.
 template <class T>
 using managed_span = span<T, managed>;  ///< A view of managed memory.
-
 /// Deduces `span<T, host>` from a host container.
 template <class Range>
 span(Range&) -> span<std::remove_reference_t<decltype(*std::declval<Range&>().data())>, host>;
@@ -1952,7 +1882,6 @@ template <class T>
 [[nodiscard]] constexpr host_span<T> make_host_span(T* first, std::size_t count) noexcept {
   return host_span<T>(host_ptr<T>(first), count);
 }
-
 /// The bytes of a view, const, of the same kind and device, for raw copies. Errors: size_overflow (too many bytes).
 template <class T, memory_kind Kind>
 [[nodiscard]] result<span<const std::byte, Kind>> as_bytes(span<T, Kind> view) noexcept {
@@ -1992,8 +1921,7 @@ class buffer {
   using value_type = T;                      ///< T.
   using kind = Kind;                         ///< The memory kind.
   static constexpr bool owns_memory = true;  ///< Stream-ordered operations refuse a temporary buffer.
-
-  buffer() noexcept = default;  ///< An empty buffer.
+  buffer() noexcept = default;               ///< An empty buffer.
 
   /// `count` elements on the current device from the kind's default resource (device: cudaMalloc); synchronous. Errors:
   /// size_overflow, not_supported (alignof(T) > 256 for CUDA memory), out_of_memory (host), CUDA errors.
@@ -2006,9 +1934,8 @@ class buffer {
   {
     return make(count, id, stream_ref(), default_resource<Kind>());
   }
-  /// `count` elements ordered on `s`, on its device: device memory from the allocator registered on `s`, else the
-  /// stream-ordered pool (does not synchronize, can be captured); other kinds synchronously, freed on `s`. Errors: as
-  /// allocate(count); invalid_argument (moved-from stream); capture_active (see stream_ref::from_native_handle).
+  /// `count` elements on `s`'s device, freed on `s`: device memory from `s`'s registered allocator, else the pool (not
+  /// synchronizing, capturable); others synchronously. Errors: as allocate(count); invalid_argument, capture_active.
   [[nodiscard]] static result<buffer> allocate(std::size_t count, stream_ref s) noexcept {
     if constexpr (std::is_same_v<Kind, cudamem::device>) return allocate(count, s, allocator_for(s));
     else return allocate(count, s, default_resource<Kind>(true));
@@ -2019,11 +1946,11 @@ class buffer {
     return make(count, on_device ? std::nullopt : std::optional(device_id::host()), s, resource);
   }
 
-  /// Takes over the memory of `other`, which is left empty.
+  /// Takes over the memory of `other`, leaving it empty.
   buffer(buffer&& other) noexcept : buffer(other.data_, other.size_, other.device_, other.stream_, other.resource_) {
     other.forget();
   }
-  /// Frees this buffer's memory (as the destructor does), then takes over the memory of `other`.
+  /// Frees this buffer's memory, then takes over that of `other`.
   buffer& operator=(buffer&& other) noexcept {
     if (this != &other) {
       free();
@@ -2040,8 +1967,7 @@ class buffer {
   buffer& operator=(const buffer&) = delete;
   ~buffer() { free(); }  ///< Frees the memory through its resource, with its device current, on its stream.
 
-  /// A view of the whole buffer, valid while the buffer lives; not of a temporary buffer.
-  [[nodiscard]] span<T, Kind> view() & noexcept { return {data(), size_}; }
+  [[nodiscard]] span<T, Kind> view() & noexcept { return {data(), size_}; }  ///< The whole buffer, while it lives.
   [[nodiscard]] span<const T, Kind> view() const& noexcept { return {data(), size_}; }  ///< As view(), of const T.
   void view() const&& = delete;
   operator span<T, Kind>() & noexcept { return view(); }  ///< As view().
@@ -2055,24 +1981,20 @@ class buffer {
   [[nodiscard]] std::size_t size_bytes() const noexcept { return size_ * sizeof(T); }  ///< size() * sizeof(T); fits.
   [[nodiscard]] bool empty() const noexcept { return size_ == 0; }  ///< True when size() is 0.
   [[nodiscard]] device_id device() const noexcept { return device_; }  ///< Its device (host and pinned: host()).
-  /// The stream the memory is freed on: the one it was allocated on, or the last set_stream.
-  [[nodiscard]] stream_ref stream() const noexcept { return stream_; }
+  [[nodiscard]] stream_ref stream() const noexcept { return stream_; }  ///< The stream it is freed on (set_stream).
   [[nodiscard]] resource_ref<Kind> resource() const noexcept { return resource_; }  ///< The resource it came from.
-
   /// Frees on `s` from now on; the caller orders `s` after the buffer's work on its old stream (an event).
   void set_stream(stream_ref s) noexcept { stream_ = s; }
 
   /// Element `i`, host-side (device memory: does not compile); checked by CUDAMEM_ASSERT in debug builds.
   T& operator[](std::size_t i) & noexcept { return host_side()[i]; }
   const T& operator[](std::size_t i) const& noexcept { return host_side()[i]; }  ///< As operator[], a const element.
-  /// The raw addresses of the first element and past the last, for range-for on the host (not device memory).
-  T* begin() & noexcept { return host_side().begin(); }
+  T* begin() & noexcept { return host_side().begin(); }  ///< The first element's address, host-side (range-for).
   const T* begin() const& noexcept { return host_side().begin(); }  ///< As begin(), of const elements.
   T* end() & noexcept { return host_side().end(); }  ///< As begin(), past the last element.
   const T* end() const& noexcept { return host_side().end(); }  ///< As end(), of const elements.
 
-  /// Gives up ownership, leaving the buffer empty: the caller frees the memory with resource().deallocate(stream(), p,
-  /// size_bytes(), alignof(T)), its device current.
+  /// Gives up ownership: free with resource().deallocate(stream(), p, size_bytes(), alignof(T)), its device current.
   [[nodiscard]] span<T, Kind> release() noexcept {
     const span<T, Kind> all = view();
     forget();
@@ -2083,13 +2005,12 @@ class buffer {
   buffer(T* data, std::size_t count, device_id id, stream_ref s, resource_ref<Kind> r) noexcept
       : data_(data), size_(count), device_(id), stream_(s), resource_(r) {}
 
-  // `id` current while the guard lives; none for host memory, nor for a resource that selects a stream's device.
+  // None for host memory, nor for a resource that selects a stream's device.
   static std::optional<result<device_guard>> make_current(device_id id, stream_ref s, resource_ref<Kind> r) noexcept {
     if (id.is_host() || (r.selects_device() && !detail::is_default_stream(s.get()))) return std::nullopt;
     return device_guard::set(id);
   }
-
-  // On device `id`, else (device memory without one) on the stream's.
+  // On device `id`, else on the stream's.
   static result<buffer> make(std::size_t count, std::optional<device_id> id, stream_ref s,
                              resource_ref<Kind> r) noexcept {
     constexpr const char* api = "buffer::allocate";
@@ -2104,7 +2025,6 @@ class buffer {
     if (!raw) return raw.error().with_api(api);
     return buffer(static_cast<T*>(*raw), count, *where, s, r);
   }
-
   // Instantiated only where used, so a buffer of device memory fails only when touched on the host. Not span's
   // accessors: nvcc lets a host member of a template call a __device__ one, and would accept device memory here.
   span<T, Kind> host_side() const noexcept {
@@ -2113,12 +2033,10 @@ class buffer {
                   "host or pinned buffer first (cudamem::copy), or use managed memory");
     return span<T, Kind>(ptr<T, Kind>(data_, device_), size_);
   }
-
   void free() noexcept {
     if (data_ == nullptr) return;
-    // A default stream means "the one current when used": free on the legacy stream of our device.
     const stream_ref on = detail::is_default_stream(stream_.get()) ? stream_ref::legacy() : stream_;
-    auto guard = make_current(device_, on, resource_);  // a failure leaves the current device: still free
+    auto guard = make_current(device_, on, resource_);  // failed: free anyway, on the current device
     resource_.deallocate(on, data_, size_bytes(), alignof(T));
     forget();
   }
@@ -2148,8 +2066,7 @@ using managed_buffer = buffer<T, managed>;  ///< Owning managed memory.
 /// Copies and fills: copy, CuPy's copy_from_device, copy_from_host, copy_to_host, fill_bytes and (nvcc) fill. Refused
 /// at compile time: element types that differ, a const dst, pageable memory or a temporary owner when stream-ordered.
 
-// cudamem: the 2D device-to-device copy kernel, registered with the engine in nvcc builds (copy.hpp includes it). Wide
-// accesses, several loads in flight and a full grid get near 1D speed, which cudaMemcpy2DAsync does not. Internal.
+// cudamem: the 2D device-to-device copy kernel that nvcc builds give the engine (docs/decisions.md). Internal.
 
 // cudamem: the untyped engine behind every copy and fill, 1D and 2D (docs/decisions.md: one transfer engine). Internal.
 
@@ -2169,7 +2086,6 @@ struct operand {
   device_id device = device_id::host();
   kind_id kind = kind_id::host;
 };
-
 /// A checked operand in bytes; footprint: from the first byte to one past the last. No defaults (docs/performance.md).
 struct region {
   void* addr;
@@ -2183,14 +2099,12 @@ struct region {
     return (kind == kind_id::device || kind == kind_id::managed) && !device.is_host();
   }
 };
-
-/// Checks operand `role` ("dst", "src") into `r`: sizes fit std::size_t and the address space, not null with elements,
-/// rows within the pitch. Filled in place: returning a region costs more in store-to-load stalls than the checks.
+/// Checks operand `role` into `r`, member by member (a returned region costs store-to-load stalls): sizes, null, pitch.
 [[gnu::always_inline]] inline status check_operand(const operand& o, std::size_t elem_size, const char* role,
                                                    const char* api, region& r) noexcept {
   auto row_bytes = bytes_of(o.width, elem_size, api);
   if (!row_bytes) return row_bytes.error();
-  r.addr = const_cast<void*>(o.addr);  // member by member: no temporary region to copy
+  r.addr = const_cast<void*>(o.addr);
   r.row_bytes = *row_bytes;
   r.rows = o.height;
   r.pitch = o.height > 1 ? o.pitch : *row_bytes;
@@ -2227,12 +2141,11 @@ struct plan {
   [[nodiscard]] bool peer() const noexcept {
     return !fill && dst.kind == kind_id::device && src.kind == kind_id::device && dst.device != src.device;
   }
-  /// The operand whose device runs the transfer: the first on a device, else none (the current device).
+  /// The operand whose device runs the transfer: the first on a device, else none (the current device runs it).
   [[nodiscard]] const region* home() const noexcept {
     return dst.on_device() ? &dst : !fill && src.on_device() ? &src : nullptr;
   }
 };
-
 /// A 2D transfer may not use a pitch beyond cudaDevAttrMaxPitch, which the driver does not check.
 inline status check_pitch_limits(const plan& p, const char* api) noexcept {
   auto limit = (p.home() != nullptr ? result<device_id>(p.home()->device) : current_device()).and_then(max_pitch);
@@ -2243,7 +2156,6 @@ inline status check_pitch_limits(const plan& p, const char* api) noexcept {
                    r == &p.dst ? "dst" : "src", r->pitch, *limit);
   return {};
 }
-
 // plan_copy for operands of equal heights.
 [[gnu::always_inline]] inline status plan_shaped(plan& p, const operand& dst, const operand& src, std::size_t elem_size,
                                                  cudaMemcpyKind direction, const char* api) noexcept {
@@ -2263,7 +2175,6 @@ inline status check_pitch_limits(const plan& p, const char* api) noexcept {
   // One row is flat: known at compile time for 1D views, where the pitch check then folds away.
   return dst.height == 1 || p.flat() || p.pageable() ? status() : check_pitch_limits(p, api);
 }
-
 // plan_copy of a 1D operand against a 2D one: the 1D one takes the 2D one's shape when it has as many elements.
 [[gnu::noinline]] inline status plan_reshaped(plan& p, const operand& dst, const operand& src, std::size_t elem_size,
                                               cudaMemcpyKind direction, const char* api) noexcept {
@@ -2277,17 +2188,13 @@ inline status check_pitch_limits(const plan& p, const char* api) noexcept {
                  src.width, src.height);
   return plan_shaped(p, d, s, elem_size, direction, api);
 }
-
-/// Checks a copy into `p`: extents (a 1D operand matches a 2D one of as many elements), each operand, overlap of the
-/// footprints (unified addressing; conservative for interleaved rows), the pitch limit. Inline (docs/decisions.md).
+/// Checks a copy into `p`: extents (1D matches 2D of as many elements), operands, footprint overlap, pitch limit.
 [[gnu::always_inline]] inline status plan_copy(plan& p, const operand& dst, const operand& src, std::size_t elem_size,
                                                cudaMemcpyKind direction, const char* api) noexcept {
   if (dst.height != src.height) [[unlikely]]
     return plan_reshaped(p, dst, src, elem_size, direction, api);
   return plan_shaped(p, dst, src, elem_size, direction, api);
 }
-
-/// Checks a fill of every byte of `dst` with `value` into `p`.
 [[gnu::always_inline]] inline status plan_fill(plan& p, const operand& dst, std::size_t elem_size, unsigned char value,
                                                const char* api) noexcept {
   p.fill = true;
@@ -2296,11 +2203,9 @@ inline status check_pitch_limits(const plan& p, const char* api) noexcept {
   return dst.height == 1 || p.flat() || p.pageable() ? status() : check_pitch_limits(p, api);  // empty: flat
 }
 
-/// The 2D copy kernel, set by the first translation unit nvcc compiles with cudamem (detail/copy2d.hpp), else null:
-/// false where cudaMemcpy2DAsync would win (the caller calls that), true once launched.
+/// The 2D copy kernel (detail/copy2d.hpp), set by nvcc translation units: false where cudaMemcpy2DAsync is as fast.
 inline result<bool> (*copy2d_kernel)(const plan&, stream_ref, const char*) noexcept = nullptr;
-
-/// The one CUDA call of a checked, non-empty plan, ordered on `s`. Does not synchronize.
+/// The one CUDA call of a checked, non-empty plan, ordered on `on`. Does not synchronize.
 inline status enqueue(const plan& p, stream_ref on, const char* api) noexcept {
   const region &d = p.dst, &s = p.src;
   const cudaStream_t stream = on.get();
@@ -2336,9 +2241,7 @@ inline status refuse_during_capture(const char* api) noexcept {
                         "a blocking stream is capturing a graph, and the legacy default stream would join it; use the "
                         "stream-ordered form on the capturing stream");
 }
-
-/// Runs a plan to completion: on the host for pageable memory only, else on the home device's legacy stream after
-/// earlier work there and on the other device's. A synchronize would disturb a capture elsewhere: relaxed mode.
+/// Runs a plan to completion: pageable memory on the host, else on the home device's legacy stream (docs/decisions.md).
 inline status run_sync(const plan& p, const char* api) noexcept {
   const region &d = p.dst, &s = p.src;
   if (d.empty()) return {};
@@ -2355,7 +2258,6 @@ inline status run_sync(const plan& p, const char* api) noexcept {
   if (!guard) return guard.error().with_api(api);
   CUDAMEM_TRY(refuse_during_capture(api));
 #if !defined(CUDA_API_PER_THREAD_DEFAULT_STREAM)  // there cudaMemcpy would go to the per-thread stream
-  // From device to host-side memory cudaMemcpy returns once the copy is done: as cheap as an enqueue and a synchronize.
   if (!p.fill && s.kind == kind_id::device && (d.kind == kind_id::host || d.kind == kind_id::pinned))
     return p.flat() ? check(cudaMemcpy(d.addr, s.addr, d.row_bytes * d.rows, p.direction), api, "cudaMemcpy")
                     : check(cudaMemcpy2D(d.addr, d.pitch, s.addr, s.pitch, d.row_bytes, d.rows, p.direction), api,
@@ -2372,9 +2274,8 @@ inline status run_sync(const plan& p, const char* api) noexcept {
   return check(cudaStreamSynchronize(cudaStreamLegacy), api, "cudaStreamSynchronize");
 }
 
-// run_async's failures: `done` failed; pool memory is mapped only where its device (or one given access) is current,
-// and CUDA refuses the transfer with invalid-value while another device is. Retry once with the stream's device
-// current.
+// `done` failed: pool memory is mapped only where its device (or one given access) is current, and CUDA refuses the
+// transfer with invalid-value while another device is. Retry once with the stream's device current.
 [[gnu::cold, gnu::noinline]] inline status retry_async(const plan& p, stream_ref s, const char* api,
                                                        const status& done) noexcept {
   if (done.error() != cudaErrorInvalidValue) return done;
@@ -2382,7 +2283,6 @@ inline status run_sync(const plan& p, const char* api) noexcept {
   auto guard = device ? device_guard::set(*device) : result<device_guard>(device.error());
   return guard && guard->previous() != *device ? enqueue(p, s, api) : done;
 }
-
 // run_async of what it does not inline: a moved-from stream, nothing to do, 2D, peers.
 [[gnu::noinline]] inline status run_async_general(const plan& p, stream_ref s, const char* api) noexcept {
   if (!s.valid()) return handle_moved_from(api, "stream");
@@ -2392,9 +2292,7 @@ inline status run_sync(const plan& p, const char* api) noexcept {
     return {};  // not `done`: copying a status copies its whole error
   return retry_async(p, s, api, done);
 }
-
-/// Enqueues a plan on `s`. Does not synchronize. A contiguous copy or fill within a device or with the host is its one
-/// CUDA call, inline: no status is built unless it fails.
+/// Enqueues a plan on `s`; does not synchronize. A contiguous copy or fill, not between devices, is one inline call.
 [[gnu::always_inline]] inline status run_async(const plan& p, stream_ref s, const char* api) noexcept {
   if (!s.valid() || p.dst.empty() || !p.flat() || p.peer()) [[unlikely]]
     return run_async_general(p, s, api);
@@ -2415,14 +2313,12 @@ inline status run_sync(const plan& p, const char* api) noexcept {
 namespace cudamem::detail {
 
 inline constexpr unsigned copy2d_threads = 256, copy2d_unroll = 4;
-
 struct copy2d_args {
   char* dst;
   const char* src;
   std::size_t dpitch, spitch;
   unsigned vecs, rows, tail;  // per row: `vecs` elements of V, then `tail` bytes (< sizeof(V))
 };
-
 // The last `tail` bytes of every row, one byte per thread over the whole grid.
 template <class V>
 __device__ void copy2d_tails(const copy2d_args& a) {
@@ -2433,7 +2329,6 @@ __device__ void copy2d_tails(const copy2d_args& a) {
     a.dst[r * a.dpitch + at] = a.src[r * a.spitch + at];
   }
 }
-
 // Wide rows: blockIdx.y walks the rows, blockIdx.x a stretch of each; a thread loads all its elements, then stores.
 template <class V>
 __global__ void __launch_bounds__(copy2d_threads) copy2d_wide(copy2d_args a) {
@@ -2453,7 +2348,6 @@ __global__ void __launch_bounds__(copy2d_threads) copy2d_wide(copy2d_args a) {
   }
   if (a.tail != 0) copy2d_tails<V>(a);
 }
-
 // Narrow rows: all rows' elements as one sequence (under 2^31), so that every lane has work however short a row.
 template <class V>
 __global__ void __launch_bounds__(copy2d_threads) copy2d_narrow(copy2d_args a) {
@@ -2473,17 +2367,12 @@ __global__ void __launch_bounds__(copy2d_threads) copy2d_narrow(copy2d_args a) {
   }
   if (a.tail != 0) copy2d_tails<V>(a);
 }
-
 template <class V>
 void launch_copy2d(const region& d, const region& s, unsigned sms, cudaStream_t stream) {
   const std::size_t vecs = d.row_bytes / sizeof(V);
-  const copy2d_args a{static_cast<char*>(d.addr),
-                      static_cast<const char*>(s.addr),
-                      d.pitch,
-                      s.pitch,
-                      static_cast<unsigned>(vecs),
-                      static_cast<unsigned>(d.rows),
-                      static_cast<unsigned>(d.row_bytes - vecs * sizeof(V))};
+  const copy2d_args a(static_cast<char*>(d.addr), static_cast<const char*>(s.addr), d.pitch, s.pitch,
+                      static_cast<unsigned>(vecs), static_cast<unsigned>(d.rows),
+                      static_cast<unsigned>(d.row_bytes - vecs * sizeof(V)));
   const unsigned per_block = copy2d_threads * copy2d_unroll, target = sms * 8;  // 8 resident blocks per SM
   if (vecs >= per_block / 2 || vecs * d.rows >= (std::size_t{1} << 31)) {
     const unsigned x = static_cast<unsigned>((vecs + per_block - 1) / per_block);
@@ -2494,10 +2383,8 @@ void launch_copy2d(const region& d, const region& s, unsigned sms, cudaStream_t 
     copy2d_narrow<V><<<static_cast<unsigned>(blocks < target ? blocks : target), copy2d_threads, 0, stream>>>(a);
   }
 }
-
-/// Launches a same-device 2D copy plan on `on` with the widest of 16-, 8- and 4-byte accesses that divides addresses
-/// and pitches. False, launching nothing, where cudaMemcpy2DAsync does as well: rows aligned to under 4 bytes or
-/// shorter than 16, 2^32 rows or more, a stream of another device (or one CUDA cannot name during a capture).
+/// Launches a same-device 2D copy on `on` with the widest access (16, 8, 4 bytes) that divides addresses and pitches.
+/// False, launching nothing, where cudaMemcpy2DAsync does as well (docs/decisions.md) or for 2^32 rows or more.
 inline result<bool> copy2d_launch(const plan& p, stream_ref on, const char* api) noexcept {
   const region &d = p.dst, &s = p.src;
   const std::uintptr_t bits =
@@ -2517,13 +2404,12 @@ inline result<bool> copy2d_launch(const plan& p, stream_ref on, const char* api)
   CUDAMEM_TRY(check(cudaGetLastError(), api, "copy2d kernel launch"));
   return true;
 }
-
 inline const bool copy2d_registered = (copy2d_kernel = &copy2d_launch, true);
 
 }  // namespace cudamem::detail
 #endif
-// cudamem: the process-wide peer registry of peer_access guards per (accessor, owner). Switching is passed in (CUDA in
-// peer.hpp, a fake in the host tests) so that the counting is tested without a device. Internal.
+// cudamem: the process-wide count of peer_access guards per (accessor, owner); switching is passed in (CUDA in
+// peer.hpp, a fake in the host tests), so the counting is tested without a device. Internal; docs/decisions.md.
 
 
 #include <pthread.h>
@@ -2537,18 +2423,14 @@ struct peer_entry {
   cudaMemPool_t opened_pool = nullptr;  // the owner's default pool, opened to the accessor (cudaMemPoolSetAccess)
   unsigned char pool_flags_before = 0;  // the accessor's access to it before, restored by the last guard
 };
-
-/// How a pair is switched, under the lock: `on` switches on what is off and records it (on error: nothing changed);
-/// `off` switches off what the entry records (failures: the release handler).
+/// How a pair is switched, under the lock: `on` (all or nothing) records in the entry what it did; `off` undoes that.
 struct peer_switch {
   status (*on)(device_id accessor, device_id owner, peer_entry& entry) noexcept;
   void (*off)(device_id accessor, device_id owner, const peer_entry& entry) noexcept;
 };
-
 /// Every pair's guards, under one lock that also covers the switching; acquire and release take ordinals in the table.
 struct CUDAMEM_DETAIL_PROCESS_WIDE peer_table {
   static constexpr int max_devices = 64;
-
   /// One more guard of the pair; the first switches access on (`how.on`). On error nothing is counted.
   status acquire(device_id accessor, device_id owner, const peer_switch& how) noexcept {
     const locked hold(lock_);
@@ -2587,7 +2469,6 @@ struct CUDAMEM_DETAIL_PROCESS_WIDE peer_table {
   pthread_mutex_t lock_ = PTHREAD_MUTEX_INITIALIZER;
   peer_entry entries_[max_devices][max_devices] = {};
 };
-
 /// Whether a peer_access guard lets `accessor` reach `owner`'s memory now (the process-wide registry).
 inline bool peer_access_held(device_id accessor, device_id owner) noexcept {
   return process_wide<peer_table>().guards(accessor, owner) > 0;
@@ -2689,17 +2570,14 @@ struct fill_bytes_fn {
 };
 }  // namespace detail
 
-/// copy(dst, src): copies `src` into `dst` (views or owners of one element type and extent), complete on return,
-/// after earlier work on the legacy stream (and blocking streams) of each device it touches; a capture that stream
-/// would join is refused first. copy(dst, src, stream): ordered on `stream`, can be captured. Errors (docs/copies.md):
-/// extents_mismatch, invalid_argument, overlap, size_overflow, out_of_range, capture_active (synchronous), CUDA errors.
+/// copy(dst, src [, stream]): copies `src` into `dst` (one element type and extent). Without a stream: complete on
+/// return, after earlier work on the legacy stream of each device it touches; with one: ordered on it, capturable.
+/// Errors (copies.md): extents_mismatch, invalid_argument, overlap, size_overflow, out_of_range, capture_active, CUDA.
 inline constexpr detail::copy_fn<detail::copy_rule::any> copy{};
 inline constexpr detail::copy_fn<detail::copy_rule::from_device> copy_from_device{};  ///< copy; src device or managed.
 inline constexpr detail::copy_fn<detail::copy_rule::from_host> copy_from_host{};  ///< copy; src host-accessible.
 inline constexpr detail::copy_fn<detail::copy_rule::to_host> copy_to_host{};  ///< copy; dst host-accessible.
-
-/// fill_bytes(dst, value [, stream]): sets each byte of `dst` to `value`, synchronous or ordered as copy is (memset).
-inline constexpr detail::fill_bytes_fn fill_bytes{};
+inline constexpr detail::fill_bytes_fn fill_bytes{};  ///< fill_bytes(dst, value [, stream]): memset, as copy is run.
 
 #if defined(__CUDACC__)
 namespace detail {
@@ -2711,7 +2589,6 @@ __global__ void fill_kernel(char* first, std::size_t width, std::size_t height, 
     reinterpret_cast<T*>(first + row * pitch)[i - row * width] = value;
   }
 }
-
 struct fill_fn {
   template <viewable_ref Dst, class V>
   [[nodiscard]] status operator()(Dst&& dst, const V& value, stream_ref s) const noexcept {
@@ -2752,7 +2629,7 @@ struct fill_fn {
 }  // namespace detail
 
 /// fill(dst, value, stream), nvcc only: a kernel on the stream's device sets each element of `dst` to `value` (no
-/// narrowing); asynchronous, capturable. Errors: invalid_argument (another device's memory, no peer_access), CUDA's.
+/// narrowing); capturable. Errors: invalid_argument (another device's memory, no peer_access), CUDA errors.
 inline constexpr detail::fill_fn fill{};
 #endif
 
@@ -2830,7 +2707,6 @@ class host_registration {
   detail::unique_handle<detail::host_registration_handle> registered_;
   std::size_t count_ = 0;
 };
-
 /// As host_registration::register_range.
 template <class T>
 [[nodiscard]] result<host_registration<T>> host_register(host_span<T> range) noexcept {
@@ -2839,11 +2715,9 @@ template <class T>
 
 }  // namespace cudamem
 /// \file
-/// Peer access between the devices of one process: what CUDA reports about each pair, and move-only guards, counted
-/// per pair process-wide, that let one device's kernels and copies reach another's memory (and default pool).
-///
-///     can_access_peer(accessor, owner), peer_link_between(accessor, owner), peers_of(accessor)   CUDA's P2P facts
-///     peer_access::enable(accessor, owner), enable_both(a, b)   guards: result<peer_access>, result<pair of them>
+/// Peer access between the devices of one process: what CUDA reports about each pair (can_access_peer,
+/// peer_link_between, peers_of), and guards counted per pair process-wide (peer_access::enable, enable_both) that let
+/// one device's kernels and copies reach another's memory and default pool. Design: docs/decisions.md.
 
 
 #include <utility>
@@ -2858,7 +2732,6 @@ struct peer_link {
   bool array_access = false;      ///< cudaDevP2PAttrCudaArrayAccessSupported: CUDA arrays are reachable too.
   int performance_rank = 0;       ///< cudaDevP2PAttrPerformanceRank: relative speed of the link; lower is faster.
 };
-
 /// The links from one device to every other, in device order (at most 63: the registry covers 64 devices).
 class peer_links {
  public:
@@ -2891,9 +2764,7 @@ inline cudaError_t set_pool_access(cudaMemPool_t pool, device_id accessor, unsig
   const cudaMemAccessDesc desc{{cudaMemLocationTypeDevice, accessor.get()}, static_cast<cudaMemAccessFlags>(flags)};
   return cudaMemPoolSetAccess(pool, &desc, 1);
 }
-
-/// The registry's switch-on, all or nothing: peer access (borrowed if on), then read-write access to the owner's
-/// default pool (a device without pools has none), whose handle the entry keeps for the switch-off.
+/// The registry's switch-on, all or nothing: peer access (borrowed if on), then the owner's default pool read-write.
 inline status switch_peer_on(device_id accessor, device_id owner, peer_entry& entry) noexcept {
   constexpr const char* api = "peer_access::enable";
   auto can = read_can_access(accessor, owner, api);
@@ -2923,7 +2794,6 @@ inline status switch_peer_on(device_id accessor, device_id owner, peer_entry& en
   entry.pool_flags_before = static_cast<unsigned char>(before);
   return opened;
 }
-
 /// The registry's switch-off: undoes what switch_peer_on recorded; failures (not access already off) are reported.
 inline void switch_peer_off(device_id accessor, device_id owner, const peer_entry& entry) noexcept {
   if (entry.opened_pool != nullptr)
@@ -2938,28 +2808,23 @@ inline void switch_peer_off(device_id accessor, device_id owner, const peer_entr
   if (disabled == cudaErrorPeerAccessNotEnabled) (void)cudaGetLastError();
   else check_release(disabled, "cudaDeviceDisablePeerAccess");
 }
-
 inline constexpr peer_switch cuda_peer_switch{&switch_peer_on, &switch_peer_off};
-
 struct peer_guard_handle {  // what a peer_access owns: one count of a pair in the registry
   struct type {
     device_id accessor = device_id(cudaInvalidDeviceId), owner = device_id(cudaInvalidDeviceId);
     friend bool operator==(type, type) noexcept = default;
   };
   static type empty() noexcept { return {}; }
-  static void release(type pair) noexcept {
-    process_wide<peer_table>().release(pair.accessor, pair.owner, cuda_peer_switch);
-  }
+  static void release(type p) noexcept { process_wide<peer_table>().release(p.accessor, p.owner, cuda_peer_switch); }
 };
 }  // namespace detail
 
-/// Whether kernels on `accessor` can reach memory of `owner` once a guard is held (cudaDeviceCanAccessPeer).
-/// Errors: out_of_range (no such device); invalid_argument (accessor == owner); not_supported (ordinal >= 64); CUDA.
+/// Whether kernels on `accessor` can reach `owner`'s memory once a guard is held (cudaDeviceCanAccessPeer). Errors:
+/// out_of_range (no such device); invalid_argument (accessor == owner); not_supported (ordinal >= 64); CUDA errors.
 [[nodiscard]] inline result<bool> can_access_peer(device_id accessor, device_id owner) noexcept {
   CUDAMEM_TRY(detail::check_peer_pair(accessor, owner, "can_access_peer"));
   return detail::read_can_access(accessor, owner, "can_access_peer");
 }
-
 /// The four cudaDeviceGetP2PAttribute attributes of `accessor` reaching `owner`. Errors: as can_access_peer.
 [[nodiscard]] inline result<peer_link> peer_link_between(device_id accessor, device_id owner) noexcept {
   constexpr const char* api = "peer_link_between";
@@ -2972,7 +2837,6 @@ struct peer_guard_handle {  // what a peer_access owns: one count of a pair in t
                               "cudaDeviceGetP2PAttribute"));
   return peer_link{owner, values[0] != 0, values[1] != 0, values[2] != 0, values[3]};
 }
-
 /// The link from `accessor` to every other device (of the first 64), in device order. Errors: as can_access_peer.
 [[nodiscard]] inline result<peer_links> peers_of(device_id accessor) noexcept {
   auto count = device_count();
@@ -2988,9 +2852,9 @@ struct peer_guard_handle {  // what a peer_access owns: one count of a pair in t
   return links;
 }
 
-/// A move-only guard: while held, kernels and copies on `accessor` reach `owner`'s device memory and default pool (one
-/// direction: see enable_both). Counted per pair process-wide: the first switches access on (about 11 ms on an H200
-/// pair), the last switches off what the first did. Work using the access must be complete before the last goes.
+/// A move-only guard: while held, kernels and copies on `accessor` reach `owner`'s memory and default pool (one way:
+/// see enable_both). Counted per pair process-wide: the first switches access on (about 11 ms on an H200 pair), the
+/// last switches off what the first did; work using it must be complete by then. Moved from: ids cudaInvalidDeviceId.
 class peer_access {
  public:
   /// Lets `accessor` reach `owner`'s memory (access already on is borrowed). Synchronous; the current device stays.
@@ -3000,17 +2864,14 @@ class peer_access {
     CUDAMEM_TRY(detail::process_wide<detail::peer_table>().acquire(accessor, owner, detail::cuda_peer_switch));
     return peer_access(accessor, owner);
   }
-  /// The device that reaches the memory; cudaInvalidDeviceId after a move.
-  [[nodiscard]] device_id accessor() const noexcept { return pair_.get().accessor; }
-  /// The device whose memory is reached; cudaInvalidDeviceId after a move.
-  [[nodiscard]] device_id owner() const noexcept { return pair_.get().owner; }
+  [[nodiscard]] device_id accessor() const noexcept { return pair_.get().accessor; }  ///< The device that reaches.
+  [[nodiscard]] device_id owner() const noexcept { return pair_.get().owner; }  ///< The device whose memory is reached.
   [[nodiscard]] bool valid() const noexcept { return pair_.valid(); }  ///< False after a move.
 
  private:
   peer_access(device_id accessor, device_id owner) noexcept : pair_({accessor, owner}) {}
   detail::unique_handle<detail::peer_guard_handle> pair_;
 };
-
 /// Both directions: first lets `a` reach `b`, second `b` reach `a`; all or nothing. Errors: as peer_access::enable.
 [[nodiscard]] inline result<std::pair<peer_access, peer_access>> enable_both(device_id a, device_id b) noexcept {
   auto forward = peer_access::enable(a, b);
@@ -3076,7 +2937,6 @@ class pitched_span {
     CUDAMEM_ASSERT(r < height_, "pitched_span row out of range");
     return row_type(pointer(row_address(r), data_.device()), width_);
   })
-
   /// Rows [r, r + rows) of columns [c, c + cols); unchecked but for CUDAMEM_ASSERT in debug builds (kernels).
   CUDAMEM_HD pitched_span subspan_unchecked(std::size_t r, std::size_t c, std::size_t rows,
                                             std::size_t cols) const noexcept {
@@ -3167,8 +3027,7 @@ class pitched_buffer {
   using value_type = T;                      ///< T.
   using kind = Kind;                         ///< The memory kind.
   static constexpr bool owns_memory = true;  ///< Stream-ordered operations refuse a temporary one.
-
-  pitched_buffer() noexcept = default;  ///< An empty buffer.
+  pitched_buffer() noexcept = default;       ///< An empty buffer.
 
   /// `height` rows of `width` elements (device, managed: on the current device) from the kind's default resource,
   /// padded as cudaMallocPitch (host, pinned: 512 bytes). Synchronous; empty for 0. Errors: as buffer::allocate.
@@ -3194,9 +3053,8 @@ class pitched_buffer {
     return make(width, height, on_device ? s.device() : device_id::host(), s, resource);
   }
 
-  /// Takes over the memory of `other`, which is left empty.
-  pitched_buffer(pitched_buffer&& other) noexcept { *this = std::move(other); }
-  /// Frees this buffer's memory, then takes over the memory of `other`.
+  pitched_buffer(pitched_buffer&& other) noexcept { *this = std::move(other); }  ///< Takes over `other`, emptied.
+  /// Frees its memory, then takes over `other`'s.
   pitched_buffer& operator=(pitched_buffer&& other) noexcept {
     if (this != &other) {
       rows_ = std::move(other.rows_);
@@ -3217,12 +3075,9 @@ class pitched_buffer {
   operator pitched_span<T, Kind>() const&& = delete;
   operator pitched_span<const T, Kind>() const&& = delete;
   ///@}
-  ///@{
-  /// The first element (null when nothing was allocated); const for a const buffer.
-  [[nodiscard]] ptr<T, Kind> data() & noexcept { return rows_.data(); }
-  [[nodiscard]] ptr<const T, Kind> data() const& noexcept { return rows_.data(); }
+  [[nodiscard]] ptr<T, Kind> data() & noexcept { return rows_.data(); }  ///< The first element (null when empty).
+  [[nodiscard]] ptr<const T, Kind> data() const& noexcept { return rows_.data(); }  ///< As data(), of const T.
   void data() const&& = delete;
-  ///@}
   [[nodiscard]] std::size_t width() const noexcept { return width_; }  ///< Elements per row.
   [[nodiscard]] std::size_t height() const noexcept { return height_; }  ///< Rows.
   [[nodiscard]] std::size_t pitch_bytes() const noexcept { return pitch_; }  ///< Bytes from a row to the next.
@@ -3230,8 +3085,7 @@ class pitched_buffer {
   [[nodiscard]] device_id device() const noexcept { return rows_.device(); }  ///< As buffer::device().
   [[nodiscard]] stream_ref stream() const noexcept { return rows_.stream(); }  ///< The stream it is freed on.
   [[nodiscard]] resource_ref<Kind> resource() const noexcept { return rows_.resource(); }  ///< Where it came from.
-  /// Hands the buffer to stream `s`, as buffer::set_stream.
-  void set_stream(stream_ref s) noexcept { rows_.set_stream(s); }
+  void set_stream(stream_ref s) noexcept { rows_.set_stream(s); }  ///< As buffer::set_stream.
 
  private:
   using storage = buffer<T, Kind>;
@@ -3240,8 +3094,7 @@ class pitched_buffer {
   pitched_buffer(storage rows, std::size_t width, std::size_t height, std::size_t pitch) noexcept
       : rows_(std::move(rows)), width_(width), height_(height), pitch_(pitch) {}
 
-  // Rows on `where`, padded as cudaMallocPitch pads them (stream-ordered: cudaDevAttrTexturePitchAlignment; host: 512
-  // bytes), from buffer::allocate(count, args...): the overload of the caller's arguments.
+  // Rows on `where`, padded as docs/decisions.md says, from buffer::allocate(count, args...): the caller's overload.
   template <class... Args>
   static result<pitched_buffer> make(std::size_t width, std::size_t height, result<device_id> where,
                                      Args... args) noexcept {
@@ -3314,15 +3167,13 @@ template <class T, memory_kind DK, class U, memory_kind SK>
 ///
 ///     status set_pool_release_threshold(device_id, bytes = unlimited)   keep cudaMallocAsync's memory across syncs
 ///     caching_pool<Upstream>            free lists per (stream, size class); reuse across streams after an event
-///       trim(), release(), statistics()
 ///     statistics_adaptor<Upstream>      bytes and blocks outstanding, peak
 ///     limit_adaptor<Upstream>           a byte budget; over it: errc::out_of_memory naming the budget
 ///
 /// Each holds its upstream by reference: the upstream must outlive it. Zero bytes is "no allocation" everywhere:
 /// allocate returns null, deallocate accepts null. See docs/allocators.md.
 
-// cudamem: what a caching pool needs to know about streams, behind one small interface so that the caching logic
-// can be tested without a GPU (tests/host/pool.cpp drives it with made-up streams), and the pool's lock. Internal.
+// cudamem, internal: the caching pool's size classes, its lock and its stream order (tests/host/pool.cpp fakes it).
 
 
 #include <atomic>
@@ -3349,14 +3200,13 @@ inline constexpr size_class class_of_checked(std::size_t bytes) noexcept {
   const std::size_t steps = (bytes - base + step - 1) >> step_log2;  // 1 to 4
   return size_class{static_cast<std::size_t>(log2_ceiling - 9) * 4 + steps, base + steps * step};
 }
-/// The class of a request of `bytes` (> 0). Errors: size_overflow above 2^62 bytes, which no device has.
+/// class_of_checked, or size_overflow above 2^62 bytes, which no device has.
 inline result<size_class> class_of(std::size_t bytes, const char* api) noexcept {
   if (bytes > max_class_bytes)
     return error(errc::size_overflow, api, "%zu bytes is larger than any device's memory", bytes);
   return class_of_checked(bytes);
 }
-/// The bytes of size class `index` (the inverse of class_of).
-inline constexpr std::size_t size_class_bytes(std::size_t index) noexcept {
+inline constexpr std::size_t size_class_bytes(std::size_t index) noexcept {  // the inverse of class_of
   return index == 0 ? 256 : (std::size_t{1} << ((index - 1) / 4 + 6)) * (4 + (index - 1) % 4 + 1);
 }
 
@@ -3375,14 +3225,14 @@ class spin_lock {
   std::atomic<bool> held_{false};
 };
 
-/// Stream ordering through CUDA's driver entry points (no runtime call on the pool's hot path): a stream is known by
-/// its handle and cudaStreamGetId, which never repeats in a process; an event per stream marks its frees.
+/// Streams through CUDA's driver entry points (no runtime call on the pool's hot path), known by handle and
+/// cudaStreamGetId; an event per stream marks its frees. Failures it cannot return go to the release handler.
 struct cuda_stream_order {
   using marker = cudaEvent_t;  ///< null until the stream's first mark
 
-  /// Relaxed capture mode while the result lives, around a whole trim or release (one switch for all its calls).
+  /// Relaxed capture mode while the result lives: one switch around a whole trim or release.
   static relaxed_capture_scope relaxed() noexcept { return {}; }
-  /// Fails for a stream the pool must not serve: moved from (invalid_argument); capturing (capture_active).
+  /// Moved from: invalid_argument; capturing: capture_active.
   status usable(stream_ref s, const char* api) const noexcept {
     if (CUstreamCaptureStatus capture{};
         s.valid() && driver_capture_status(s.get(), capture) && capture == CU_STREAM_CAPTURE_STATUS_NONE) [[likely]]
@@ -3392,17 +3242,12 @@ struct cuda_stream_order {
                           "a caching pool cannot serve a stream that is being captured (a graph replay would reuse "
                           "its blocks behind the pool's back); register device_pool_resource there");
   }
-  /// cudaStreamGetId of a stream that is not capturing.
-  result<std::uint64_t> id(stream_ref s, const char* api) const noexcept {
+  result<std::uint64_t> id(stream_ref s, const char* api) const noexcept {  // of a stream not capturing
     unsigned long long id = 0;
-    CUDAMEM_TRY(check(stream_unique_id(s.get(), &id), api, "cudaStreamGetId"));
-    return static_cast<std::uint64_t>(id);
+    return check(stream_unique_id(s.get(), &id), api, "cudaStreamGetId").transform([&] { return std::uint64_t{id}; });
   }
-  /// The stream's device (asked once per stream).
   result<int> device(stream_ref s, const char* api) const noexcept {
-    auto where = s.device();
-    if (!where) return where.error().with_api(api);
-    return where->get();
+    return s.device().transform(&device_id::get).transform_error([api](const error& e) { return e.with_api(api); });
   }
   /// Records `m` (created on first use, on `device`) on `s`: it completes once the work queued so far is done.
   status mark(marker& m, int device, stream_ref s) const noexcept {
@@ -3414,9 +3259,8 @@ struct cuda_stream_order {
     }
     return check(record_event(m, s.get()), api, "cudaEventRecord");
   }
-  /// As mark(), on stream `id` at `handle`, if a stream object owns it (it cannot end meanwhile), it is still stream
-  /// `id` and it is not capturing (the record would join the capture): true once recorded, false where not. Errors:
-  /// CUDA's, for the caller to report with no lock held.
+  /// mark() on stream `id` at `handle` if a stream object owns it (so it cannot end meanwhile), it is still stream
+  /// `id` and it is not capturing: true once recorded, false where not; CUDA's errors, to report unlocked.
   result<bool> mark_live(marker& m, int device, cudaStream_t handle, std::uint64_t id) const noexcept {
     return while_owned(handle, [&]() -> result<bool> {
       unsigned long long now = 0;
@@ -3425,18 +3269,16 @@ struct cuda_stream_order {
       if (get_id == nullptr || get_id(handle, &now) != CUDA_SUCCESS || now != id ||
           !driver_capture_status(handle, capture) || capture != CU_STREAM_CAPTURE_STATUS_NONE)
         return false;
-      CUDAMEM_TRY(mark(m, device, stream_ref::from_native_handle(handle, device_id(device))));
-      return true;
+      return mark(m, device, stream_ref::from_native_handle(handle, device_id(device))).transform([] { return true; });
     });
   }
   /// Whether the last record of `m` is done; an error counts as not done (the block stays where it is).
   bool passed(marker m) const noexcept {
     return query_result(query_event(m), "caching_pool", "cudaEventQuery").value_or(false);
   }
-  /// Blocks until the last record of `m` is done; false if CUDA refused.
+  /// Waits for the last record of `m`; false if CUDA refused.
   bool wait(marker m) const noexcept { return succeeded(cudaEventSynchronize(m), "cudaEventSynchronize"); }
-  /// Blocks until all work queued on `device` (-1: the current one) is done; false if CUDA refused. Called within
-  /// relaxed(), as give_back is.
+  /// Waits for all work on `device` (-1: the current one), within relaxed(); false if CUDA refused.
   bool wait_device(int device) const noexcept {
     auto guard = select(device);
     if (guard && !*guard) return false;
@@ -3445,8 +3287,8 @@ struct cuda_stream_order {
   void destroy(marker m) const noexcept {
     if (m != nullptr) check_release(cudaEventDestroy(m), "cudaEventDestroy");
   }
-  /// Calls `f` with `device` current (-1: the current one). If that fails, a result-returning `f` is not called and
-  /// the error is returned; any other is called anyway (a free beats a leak) and the release handler hears why.
+  /// `f()` with `device` (-1: the current one) current. If that fails, a result-returning `f` is not called and the
+  /// error is returned; any other is called anyway (a free beats a leak) and the release handler hears why.
   template <class F>
   auto on_device(int device, F&& f) const noexcept -> decltype(f()) {
     auto guard = select(device);
@@ -3456,7 +3298,7 @@ struct cuda_stream_order {
     }
     return f();
   }
-  /// Gives idle blocks back through `free` on this thread's default stream (it joins no capture), `device` current.
+  /// `free` on this thread's default stream (it joins no capture), `device` current.
   template <class Free>
   void give_back(int device, Free&& free) const noexcept {
     on_device(device, [&] { free(stream_ref::per_thread()); });
@@ -3467,7 +3309,7 @@ struct cuda_stream_order {
     if (device < 0) return std::nullopt;
     return device_guard::set(device_id(device));
   }
-  static bool succeeded(cudaError_t code, const char* cuda_call) noexcept {  // a failure goes to the release handler
+  static bool succeeded(cudaError_t code, const char* cuda_call) noexcept {
     check_release(code, cuda_call);
     return code == cudaSuccess;
   }
@@ -3512,10 +3354,10 @@ struct caching_statistics {
   std::size_t out_of_memory_retries = 0;  ///< times the cache was given back after out-of-memory
 };
 
-/// Caches blocks of `Upstream` in free lists per (stream, size class): reused on the freeing stream at once, on
-/// another stream of its device once an event shows the free done. Out of memory: gives the cache back and retries
-/// once. Thread-safe (a lock per stream); caches for max_streams streams at once, the rest go to the upstream. Refuses
-/// a capturing stream. The release handler must not call into the pool; the pool must outlive its buffers.
+/// Caches blocks of `Upstream` per (stream, size class): reused on the freeing stream at once, on another stream of
+/// its device once an event shows the free done. Out of memory: gives the cache back, retries once. Thread-safe;
+/// caches for max_streams streams, the rest use the upstream; refuses capturing streams. The release handler must not
+/// call into the pool; the pool must outlive its buffers. `StreamOrder` tells streams apart and orders them.
 template <class Upstream, class StreamOrder = detail::cuda_stream_order>
 class caching_pool {
  public:
@@ -3524,7 +3366,7 @@ class caching_pool {
   static constexpr std::size_t max_streams = 64;       ///< streams with a cache at once
   static constexpr bool selects_device = true;  ///< it makes the stream's device current for the upstream's calls
 
-  /// A pool over `upstream`, which must outlive it; `order` is how streams are told apart and ordered (CUDA events).
+  /// A pool over `upstream`.
   explicit caching_pool(Upstream& upstream, StreamOrder order = {}) noexcept
       : upstream_(upstream), order_(std::move(order)) {}
   caching_pool(const caching_pool&) = delete;
@@ -3539,7 +3381,6 @@ class caching_pool {
   /// moved-from stream); not_supported (alignment > 256); size_overflow; capture_active; the upstream's.
   [[nodiscard, gnu::always_inline]] result<void*> allocate(stream_ref s, std::size_t bytes,
                                                            std::size_t alignment) noexcept {
-    // The common case inline: a known stream's own cache, its only CUDA call the capture query.
     if (stream_state* st = known_state(s, bytes, alignment)) [[likely]] {
       const detail::size_class cls = detail::class_of_checked(bytes);
       CUDAMEM_TRY(order_.usable(s, "caching_pool::allocate"));
@@ -3556,25 +3397,19 @@ class caching_pool {
     deallocate_checked(s, p, bytes);
   }
 
-  /// Gives back the cached blocks known to be done and asks streams to mark the rest; does not wait.
-  void trim() noexcept { give_back(false); }
-  /// Waits for the streams (or devices) of all cached blocks and gives every one back; synchronizes.
-  void release() noexcept { give_back(true); }
+  void trim() noexcept { give_back(false); }  ///< Gives back the cached blocks known done; does not wait.
+  void release() noexcept { give_back(true); }  ///< Waits for all cached blocks' streams, gives all back.
   /// A snapshot of the counters.
   [[nodiscard]] caching_statistics statistics() const noexcept {
     caching_statistics out;
-    {
-      const std::lock_guard<std::mutex> lock(mutex_);
-      for (const auto& st : states_) add(out, *st);
-      add(out, overflow_);
-    }
+    const std::lock_guard<std::mutex> lock(mutex_);
+    for (const auto& st : states_) add(out, *st);
+    add(out, overflow_);
     out.bytes_reserved = reserved_bytes_.load(std::memory_order_relaxed);
     out.blocks_reserved = reserved_blocks_.load(std::memory_order_relaxed);
     out.peak_bytes_reserved = peak_.load(std::memory_order_relaxed);
     // Sums taken while blocks move between streams can be off for a moment.
-    const auto clamp = [](std::size_t v, std::size_t most) {
-      return static_cast<std::ptrdiff_t>(v) < 0 ? 0 : std::min(v, most);
-    };
+    const auto clamp = [](std::size_t v, std::size_t most) { return std::ptrdiff_t(v) < 0 ? 0 : std::min(v, most); };
     out.bytes_in_use = clamp(out.bytes_in_use, out.bytes_reserved);
     out.blocks_in_use = clamp(out.blocks_in_use, out.blocks_reserved);
     out.bytes_cached = out.bytes_reserved - out.bytes_in_use;
@@ -3590,8 +3425,7 @@ class caching_pool {
     void* address;
     std::uint64_t mark;  // the stream's free count when it came back
   };
-  // One stream. Counters wrap: a block handed out on one stream and freed on another counts on both.
-  struct alignas(64) stream_state {
+  struct alignas(64) stream_state {  // counters wrap: a block freed on another stream counts on both
     stream_state(cudaStream_t h, std::uint64_t i, int d) noexcept : handle(h), id(i), device(d) {}
     const cudaStream_t handle;  // this cache line is read by every find(): nothing written often
     const std::uint64_t id;
@@ -3609,7 +3443,6 @@ class caching_pool {
       blocks_in_use += blocks;
     }
   };
-
   static void add(caching_statistics& out, const stream_state& st) noexcept {
     const std::lock_guard<detail::spin_lock> lock(st.lock);
     out.bytes_in_use += st.bytes_in_use;
@@ -3624,33 +3457,27 @@ class caching_pool {
     std::size_t peak = peak_.load(std::memory_order_relaxed);
     while (blocks == 1 && now > peak && !peak_.compare_exchange_weak(peak, now, std::memory_order_relaxed)) {}
   }
-  // The device to make current for the upstream; -1 (the current one) for a default stream or one CUDA can't name.
-  int device_for(const stream_state* st, stream_ref s) const noexcept {
+  int device_for(const stream_state* st, stream_ref s) const noexcept {  // for the upstream; -1: the current one
     if (st != nullptr && st != &overflow_) return st->device;
     if (!s.valid() || detail::is_default_stream(s.get())) return -1;
     return order_.device(s, "caching_pool").value_or(-1);
   }
-  // Whether the free that cached `b` on `owner` is known to be done, asking the event at most once. Under the lock.
-  bool is_done(stream_state& owner, const block& b) noexcept {
+  bool is_done(stream_state& owner, const block& b) noexcept {  // b's free known done? One query at most; locked
     if (b.mark <= owner.passed) return true;
     if (b.mark > owner.recorded) return false;
     if (owner.recorded > owner.passed && order_.passed(owner.event)) owner.passed = owner.recorded;
     return b.mark <= owner.passed;
   }
-  // Frees a retired, empty state's lists and hands over its event, to destroy with no lock held. Under its lock.
-  static marker drop(stream_state& st) noexcept {
+  static marker drop(stream_state& st) noexcept {  // a retired, empty state's; its event, to destroy unlocked
     st.lists.reset();
     return std::exchange(st.event, marker{});
   }
-  // The mark of the newest cached block (marks start at 1); 0: none cached. Under the state's lock.
-  static std::uint64_t newest(const stream_state& st) noexcept {
+  static std::uint64_t newest(const stream_state& st) noexcept {  // the newest cached block's mark; 0: none
     std::uint64_t mark = 0;
     for (std::size_t c = 0; st.lists && c < detail::size_classes; ++c)
       if (!st.lists[c].empty()) mark = std::max(mark, st.lists[c].back().mark);
     return mark;
   }
-
-  // allocate with every check, for what known_state() does not vouch for.
   [[gnu::noinline]] result<void*> allocate_checked(stream_ref s, std::size_t bytes, std::size_t alignment) noexcept {
     constexpr const char* api = "caching_pool::allocate";
     CUDAMEM_TRY(detail::check_alignment(alignment, api));
@@ -3664,7 +3491,6 @@ class caching_pool {
       if (void* own = take_own(**found, *cls, s)) return own;
     return allocate_from(*found, *cls, s);
   }
-  // Another stream's finished block, else the upstream's (on out-of-memory: the cache given back, then once more).
   [[gnu::noinline]] result<void*> allocate_from(stream_state* st, detail::size_class cls, stream_ref s) noexcept {
     if (st != &overflow_)
       if (void* other = take_other(*st, cls)) return other;
@@ -3672,8 +3498,7 @@ class caching_pool {
       return order_.on_device(device, [&] { return upstream_.allocate(s, cls.bytes, block_alignment); });
     };
     auto fresh = from_upstream();
-    if (!fresh &&
-        (fresh.error().cuda_status() == cudaErrorMemoryAllocation || fresh.error().code() == errc::out_of_memory)) {
+    if (!fresh && (fresh.error() == cudaErrorMemoryAllocation || fresh.error() == errc::out_of_memory)) {
       release();
       retries_.fetch_add(1, std::memory_order_relaxed);
       fresh = from_upstream();
@@ -3684,7 +3509,6 @@ class caching_pool {
     st->in_use(cls.bytes, 1);
     return *fresh;
   }
-  // Caches `p` on `st` unless it has retired (false). Takes the lock.
   [[gnu::always_inline]] bool cache(stream_state& st, void* p, detail::size_class cls, stream_ref s) noexcept {
     {
       const std::lock_guard<detail::spin_lock> lock(st.lock);
@@ -3700,13 +3524,12 @@ class caching_pool {
       return true;
     });
   }
-  // deallocate with every check: a state found anew each time its stream's state retires under it.
   [[gnu::noinline]] void deallocate_checked(stream_ref s, void* p, std::size_t bytes) noexcept {
     if (p == nullptr) return;
     constexpr const char* api = "caching_pool::deallocate";
     const detail::size_class cls = detail::class_of(bytes, api).value_or(detail::size_class{0, bytes});
     status usable = order_.usable(s, api);
-    for (int attempt = 0; usable && attempt < 2; ++attempt) {
+    for (int attempt = 0; usable && attempt < 2; ++attempt) {  // once more if the state retired under us
       auto found = state_for(s, api);
       if (!found) (void)(usable = found.error());
       else if (*found == &overflow_) break;
@@ -3714,15 +3537,13 @@ class caching_pool {
     }
     if (!usable) report_release_failure(usable.error());
     if (!s.valid()) return;  // no stream to order the free on, nor a device known to wait for: it stays in use
-    {
-      const std::lock_guard<detail::spin_lock> lock(overflow_.lock);  // before `reserve`: statistics() reads
-      overflow_.in_use(0 - cls.bytes, std::size_t(0) - 1);           // in-use first, reserved second
-    }
+    std::unique_lock<detail::spin_lock> lock(overflow_.lock);  // before `reserve`: statistics() reads in-use first
+    overflow_.in_use(0 - cls.bytes, std::size_t(0) - 1);
+    lock.unlock();
     order_.on_device(device_for(nullptr, s), [&] { upstream_.deallocate(s, p, cls.bytes, block_alignment); });
     reserve(0 - cls.bytes, std::size_t(0) - 1);
   }
-  // The state of a stream object's ref() confirmed while no stream object came or went, for a request the fast
-  // path can serve (bytes in (0, 2^62], a power-of-two alignment up to 256); else null. No lock, no CUDA call.
+  // The confirmed state (see state_for) for a request the fast path serves, else null. No lock, no CUDA call.
   stream_state* known_state(stream_ref s, std::size_t bytes, std::size_t alignment) const noexcept {
     if (!detail::from_owner(s) || bytes - 1 >= detail::max_class_bytes || (alignment & (alignment - 1)) != 0 ||
         alignment - 1 >= block_alignment)
@@ -3733,8 +3554,6 @@ class caching_pool {
                ? st
                : nullptr;
   }
-
-  // The live state for a handle: no lock, no CUDA call.
   stream_state* find(cudaStream_t handle) const noexcept {
     const std::size_t used = used_.load(std::memory_order_acquire);
     for (std::size_t i = 0; i < used; ++i) {
@@ -3743,8 +3562,7 @@ class caching_pool {
     }
     return nullptr;
   }
-  // The state of `s`, checked against handle reuse: cudaStreamGetId must match, except for a stream object's ref()
-  // confirmed while no stream object was created, destroyed or released (detail::disowned_count()).
+  // `s`'s state; cudaStreamGetId is checked unless confirmed for a stream object's ref() at the same disowned_count().
   result<stream_state*> state_for(stream_ref s, const char* api) noexcept {
     if (stream_state* st = known_state(s, 1, 1)) return st;
     if (detail::is_default_stream(s.get())) return &overflow_;
@@ -3753,7 +3571,7 @@ class caching_pool {
     auto id = order_.id(s, api);
     if (!id) return id.error();
     if (st == nullptr || st->id != *id) {
-      marker gone{};  // the event of a state retired empty: destroyed with no lock held
+      marker gone{};  // a retired state's event, destroyed unlocked
       auto made = adopt(s, *id, api, gone);
       order_.destroy(gone);
       if (!made) return made.error();
@@ -3762,8 +3580,7 @@ class caching_pool {
     if (st != &overflow_ && detail::from_owner(s)) st->confirmed.store(disowned, std::memory_order_relaxed);
     return st;
   }
-  // The state for stream `id` at `s`'s handle, made on first sight; one at the handle with another id retires. With
-  // every slot taken, a state with nothing cached gives its slot up; if none can, the overflow state.
+  // Makes stream `id`'s state, retiring another at the handle; all slots taken: an empty state's, else overflow_.
   result<stream_state*> adopt(stream_ref s, std::uint64_t id, const char* api, marker& gone) noexcept {
     const std::lock_guard<std::mutex> lock(mutex_);
     const std::size_t used = used_.load(std::memory_order_relaxed);
@@ -3773,8 +3590,7 @@ class caching_pool {
     if (at_handle != nullptr && at_handle->id == id) return at_handle;
     auto device = order_.device(s, api);
     if (!device) return device.error();
-    // Retires slot `at`'s state (false if `only_empty` and it caches blocks) in one hold of its lock, so a free that
-    // found it sees it retired.
+    // One hold of the lock, so a free that found the state sees it retired; false: `only_empty` and it caches blocks.
     auto retire = [&](std::size_t at, bool only_empty) {
       stream_state& old = *slots_[at].load(std::memory_order_relaxed);
       const std::lock_guard<detail::spin_lock> held(old.lock);
@@ -3790,13 +3606,10 @@ class caching_pool {
       if (retire(i, true)) slot = i;
     if (slot == max_streams) return &overflow_;
     states_.push_back(std::make_unique<stream_state>(s.get(), id, *device));
-    stream_state* fresh = states_.back().get();
-    slots_[slot].store(fresh, std::memory_order_release);
+    slots_[slot].store(states_.back().get(), std::memory_order_release);
     if (slot == used) used_.store(used + 1, std::memory_order_release);  // after the slot, never before
-    return fresh;
+    return states_.back().get();
   }
-
-  // The newest block of class `cls` freed on `st`'s own stream. Takes the lock.
   [[gnu::always_inline]] void* take_own(stream_state& st, detail::size_class cls, stream_ref s) noexcept {
     {
       const std::lock_guard<detail::spin_lock> lock(st.lock);
@@ -3805,30 +3618,25 @@ class caching_pool {
     }
     return marking(st, s, [&st, cls] { return pop_own(st, cls); });
   }
-  // The slow side of take_own() and cache(): `f` under st.lock, then, if another stream asked, a record of the
-  // stream's event over its frees so far (those of `f` too); a failed record is reported once unlocked.
+  // `f` and, if another stream asked, a record of the event over the frees so far; a failure is reported unlocked.
   template <class F>
   [[gnu::noinline]] auto marking(stream_state& st, stream_ref s, F f) noexcept {
-    decltype(f()) out;
+    std::unique_lock<detail::spin_lock> lock(st.lock);
+    const auto out = f();
     status marked;
-    {
-      const std::lock_guard<detail::spin_lock> lock(st.lock);
-      out = f();
-      if (st.demanded) {
-        st.demanded = false;
-        marked = order_.mark(st.event, st.device, s);
-        if (marked) st.recorded = st.frees;
-      }
+    if (st.demanded) {
+      st.demanded = false;
+      marked = order_.mark(st.event, st.device, s);
+      if (marked) st.recorded = st.frees;
     }
+    lock.unlock();
     if (!marked) report_release_failure(marked.error());
     return out;
   }
-  // Caches `p` as the newest block of class `cls` on `st`. Under st.lock, its lists made.
   static void push_own(stream_state& st, void* p, detail::size_class cls) noexcept {
     st.lists[cls.index].push_back(block{p, ++st.frees});
     st.in_use(0 - cls.bytes, std::size_t(0) - 1);
   }
-  // The newest block of class `cls` on `st`, or null. Under st.lock.
   static void* pop_own(stream_state& st, detail::size_class cls) noexcept {
     if (!st.lists || st.lists[cls.index].empty()) return nullptr;
     void* address = st.lists[cls.index].back().address;
@@ -3859,36 +3667,33 @@ class caching_pool {
     }
     return nullptr;
   }
-  // Gives the upstream the finished blocks (all when `wait`, waiting with no stream lock held, for earlier frees).
-  void give_back(bool wait) noexcept {
+  void give_back(bool wait) noexcept {  // the finished blocks (all when `wait`); asks for marks where none covers
     [[maybe_unused]] const auto relaxed = order_.relaxed();
     std::vector<std::tuple<int, void*, std::size_t>> leaving;  // device, address, bytes
     std::vector<marker> gone;  // events of retired states: destroyed with no lock held
-    {
-      const std::lock_guard<std::mutex> lock(mutex_);
-      if (wait) wait_for_cached();
-      for (auto& held : states_) {
-        stream_state& st = *held;
-        const std::lock_guard<detail::spin_lock> st_lock(st.lock);
-        if (!wait && newest(st) > st.recorded && !st.retired) st.demanded = true;
-        for (std::size_t c = 0; st.lists && c < detail::size_classes; ++c) {
-          auto& list = st.lists[c];
-          const auto done = std::ranges::find_if_not(list, [&](const block& b) { return is_done(st, b); });
-          for (auto b = list.begin(); b != done; ++b)
-            leaving.emplace_back(st.device, b->address, detail::size_class_bytes(c));
-          list.erase(list.begin(), done);
-        }
-        if (st.retired && newest(st) == 0) gone.push_back(drop(st));  // nothing will be cached there again
+    std::unique_lock<std::mutex> lock(mutex_);
+    if (wait) wait_for_cached();
+    for (auto& held : states_) {
+      stream_state& st = *held;
+      const std::lock_guard<detail::spin_lock> st_lock(st.lock);
+      if (!wait && newest(st) > st.recorded && !st.retired) st.demanded = true;
+      for (std::size_t c = 0; st.lists && c < detail::size_classes; ++c) {
+        auto& list = st.lists[c];
+        const auto done = std::ranges::find_if_not(list, [&](const block& b) { return is_done(st, b); });
+        for (auto b = list.begin(); b != done; ++b)
+          leaving.emplace_back(st.device, b->address, detail::size_class_bytes(c));
+        list.erase(list.begin(), done);
       }
+      if (st.retired && newest(st) == 0) gone.push_back(drop(st));  // nothing will be cached there again
     }
+    lock.unlock();
     for (marker m : gone) order_.destroy(m);
     for (auto& [device, address, bytes] : leaving) {
       order_.give_back(device, [&](stream_ref s) { upstream_.deallocate(s, address, bytes, block_alignment); });
       reserve(0 - bytes, std::size_t(0) - 1);
     }
   }
-  // For release(), under mutex_: waits for every cached block's free, by its event (recorded now on a live stream
-  // object where none covers it) or else its device, which would disturb a capture elsewhere on it.
+  // Under mutex_: waits for cached frees by event (recorded now on a live stream object if none covers), else device.
   void wait_for_cached() noexcept {
     std::vector<std::tuple<stream_state*, std::uint64_t, bool, marker>> waits;  // frees covered, by device?, event
     std::vector<int> devices;
@@ -3905,12 +3710,10 @@ class caching_pool {
           st.recorded = st.frees;
         }
       }
-      if (cached > st.recorded) {
-        waits.emplace_back(&st, st.frees, true, st.event);
-        if (std::ranges::find(devices, st.device) == devices.end()) devices.push_back(st.device);
-      } else if (cached > st.passed) {
-        waits.emplace_back(&st, st.recorded, false, st.event);
-      }
+      const bool by_device = cached > st.recorded;
+      if (by_device && std::ranges::find(devices, st.device) == devices.end()) devices.push_back(st.device);
+      if (by_device || cached > st.passed)
+        waits.emplace_back(&st, by_device ? st.frees : st.recorded, by_device, st.event);
     }
     for (const error& failure : failures)
       if (failure.cuda_status() != cudaErrorCudartUnloading) report_release_failure(failure);
@@ -3933,21 +3736,20 @@ class caching_pool {
 };
 static_assert(memory_resource_for<caching_pool<device_pool_resource>, device>);
 
-/// Bytes and blocks outstanding through an upstream resource, and the peak. Lock-free; thread-safe.
+/// What a statistics_adaptor counts.
 struct allocation_statistics {
   std::size_t bytes_outstanding = 0;  ///< bytes allocated and not yet freed (as asked)
   std::size_t blocks_outstanding = 0;  ///< blocks allocated and not yet freed
   std::size_t peak_bytes = 0;  ///< the most bytes_outstanding has been
 };
 
-/// Counts bytes (as asked) and blocks outstanding through `Upstream`, and the peak of bytes; errors are the upstream's.
+/// Counts bytes (as asked) and blocks outstanding through `Upstream`, and the peak of bytes. Lock-free.
 template <class Upstream>
 class statistics_adaptor {
  public:
   using kind = typename Upstream::kind;  ///< the upstream's kind
-  /// Counts what goes through `upstream`, which must outlive it.
-  explicit statistics_adaptor(Upstream& upstream) noexcept : upstream_(upstream) {}
-  /// As the upstream's; zero bytes: null, counted as nothing.
+  explicit statistics_adaptor(Upstream& upstream) noexcept : upstream_(upstream) {}  ///< Counts through `upstream`.
+  /// As the upstream's.
   [[nodiscard]] result<void*> allocate(stream_ref s, std::size_t bytes, std::size_t alignment) noexcept {
     if (bytes == 0) return nullptr;
     auto got = upstream_.allocate(s, bytes, alignment);
@@ -3958,7 +3760,7 @@ class statistics_adaptor {
     while (now > peak && !peak_.compare_exchange_weak(peak, now, std::memory_order_relaxed)) {}
     return got;
   }
-  /// As the upstream's; null does nothing.
+  /// As the upstream's.
   void deallocate(stream_ref s, void* p, std::size_t bytes, std::size_t alignment) noexcept {
     if (p == nullptr) return;
     upstream_.deallocate(s, p, bytes, alignment);
@@ -3977,15 +3779,14 @@ class statistics_adaptor {
 };
 static_assert(memory_resource_for<statistics_adaptor<device_pool_resource>, device>);
 
-/// Refuses (errc::out_of_memory, naming the budget) an allocation that would take the bytes outstanding through
-/// `Upstream` past a budget. Lock-free; thread-safe.
+/// Refuses (out_of_memory, naming the budget) what would take the bytes outstanding through `Upstream` past a budget.
 template <class Upstream>
 class limit_adaptor {
  public:
   using kind = typename Upstream::kind;  ///< the upstream's kind
-  /// Allows at most `budget_bytes` outstanding through `upstream`, which must outlive it.
+  /// Allows at most `budget_bytes` outstanding through `upstream`.
   limit_adaptor(Upstream& upstream, std::size_t budget_bytes) noexcept : upstream_(upstream), budget_(budget_bytes) {}
-  /// As the upstream's, within the budget; zero bytes: null. Errors: out_of_memory (over budget); the upstream's.
+  /// As the upstream's, within the budget. Errors: out_of_memory (over budget); the upstream's.
   [[nodiscard]] result<void*> allocate(stream_ref s, std::size_t bytes, std::size_t alignment) noexcept {
     if (bytes == 0) return nullptr;
     std::size_t used = used_.load(std::memory_order_relaxed);
@@ -3998,7 +3799,7 @@ class limit_adaptor {
     if (!got) used_.fetch_sub(bytes, std::memory_order_relaxed);
     return got;
   }
-  /// As the upstream's; null does nothing.
+  /// As the upstream's.
   void deallocate(stream_ref s, void* p, std::size_t bytes, std::size_t alignment) noexcept {
     if (p == nullptr) return;
     upstream_.deallocate(s, p, bytes, alignment);
