@@ -2370,9 +2370,13 @@ __global__ void __launch_bounds__(copy2d_threads) copy2d_narrow(copy2d_args a) {
 template <class V>
 void launch_copy2d(const region& d, const region& s, unsigned sms, cudaStream_t stream) {
   const std::size_t vecs = d.row_bytes / sizeof(V);
-  const copy2d_args a(static_cast<char*>(d.addr), static_cast<const char*>(s.addr), d.pitch, s.pitch,
-                      static_cast<unsigned>(vecs), static_cast<unsigned>(d.rows),
-                      static_cast<unsigned>(d.row_bytes - vecs * sizeof(V)));
+  const copy2d_args a{static_cast<char*>(d.addr),
+                      static_cast<const char*>(s.addr),
+                      d.pitch,
+                      s.pitch,
+                      static_cast<unsigned>(vecs),
+                      static_cast<unsigned>(d.rows),
+                      static_cast<unsigned>(d.row_bytes - vecs * sizeof(V))};
   const unsigned per_block = copy2d_threads * copy2d_unroll, target = sms * 8;  // 8 resident blocks per SM
   if (vecs >= per_block / 2 || vecs * d.rows >= (std::size_t{1} << 31)) {
     const unsigned x = static_cast<unsigned>((vecs + per_block - 1) / per_block);
@@ -3226,7 +3230,7 @@ class spin_lock {
 };
 
 /// Streams through CUDA's driver entry points (no runtime call on the pool's hot path), known by handle and
-/// cudaStreamGetId; an event per stream marks its frees. Failures it cannot return go to the release handler.
+/// cudaStreamGetId; an event per stream marks its frees. Failed records go to the release handler (queries: not done).
 struct cuda_stream_order {
   using marker = cudaEvent_t;  ///< null until the stream's first mark
 

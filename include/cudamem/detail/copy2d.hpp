@@ -68,9 +68,13 @@ __global__ void __launch_bounds__(copy2d_threads) copy2d_narrow(copy2d_args a) {
 template <class V>
 void launch_copy2d(const region& d, const region& s, unsigned sms, cudaStream_t stream) {
   const std::size_t vecs = d.row_bytes / sizeof(V);
-  const copy2d_args a(static_cast<char*>(d.addr), static_cast<const char*>(s.addr), d.pitch, s.pitch,
-                      static_cast<unsigned>(vecs), static_cast<unsigned>(d.rows),
-                      static_cast<unsigned>(d.row_bytes - vecs * sizeof(V)));
+  const copy2d_args a{static_cast<char*>(d.addr),
+                      static_cast<const char*>(s.addr),
+                      d.pitch,
+                      s.pitch,
+                      static_cast<unsigned>(vecs),
+                      static_cast<unsigned>(d.rows),
+                      static_cast<unsigned>(d.row_bytes - vecs * sizeof(V))};
   const unsigned per_block = copy2d_threads * copy2d_unroll, target = sms * 8;  // 8 resident blocks per SM
   if (vecs >= per_block / 2 || vecs * d.rows >= (std::size_t{1} << 31)) {
     const unsigned x = static_cast<unsigned>((vecs + per_block - 1) / per_block);

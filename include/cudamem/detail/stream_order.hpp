@@ -56,7 +56,7 @@ class spin_lock {
 };
 
 /// Streams through CUDA's driver entry points (no runtime call on the pool's hot path), known by handle and
-/// cudaStreamGetId; an event per stream marks its frees. Failures it cannot return go to the release handler.
+/// cudaStreamGetId; an event per stream marks its frees. Failed records go to the release handler (queries: not done).
 struct cuda_stream_order {
   using marker = cudaEvent_t;  ///< null until the stream's first mark
 
