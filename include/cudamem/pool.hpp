@@ -11,6 +11,7 @@
 /// allocate returns null, deallocate accepts null. See docs/allocators.md.
 #pragma once
 
+#include <cudamem/detail/stream_identity.hpp>
 #include <cudamem/detail/stream_order.hpp>
 #include <cudamem/registry.hpp>
 #include <cudamem/resource.hpp>
@@ -126,10 +127,9 @@ class caching_pool {
   struct alignas(64) stream_state {  // counters wrap: a block freed on another stream counts on both
     stream_state(cudaStream_t h, std::uint64_t i, int d) noexcept : handle(h), id(i), device(d) {}
     const cudaStream_t handle;  // this cache line is read by every find(): nothing written often
-    const std::uint64_t id;
+    const std::uint64_t id;     // cudaStreamGetId's: never repeated in a process, unlike the handle
     const int device;
     alignas(64) mutable detail::spin_lock lock;
-    std::atomic<std::uint64_t> confirmed{~std::uint64_t{0}};  // see state_for
     bool demanded = false;  // another stream found blocks no event covers: record one at our next call
     bool retired = false;   // its stream is gone or its slot was taken: never cached into again
     marker event{};
@@ -241,42 +241,38 @@ class caching_pool {
     order_.on_device(device_for(nullptr, s), [&] { upstream_.deallocate(s, p, cls.bytes, block_alignment); });
     reserve(0 - cls.bytes, std::size_t(0) - 1);
   }
-  // The confirmed state (see state_for) for a request the fast path serves, else null. No lock, no CUDA call.
+  // The state of a stream object's reference (by the id it carries) for a request the fast path serves, else null.
+  // No lock, no CUDA call.
   stream_state* known_state(stream_ref s, std::size_t bytes, std::size_t alignment) const noexcept {
-    if (!detail::from_owner(s) || bytes - 1 >= detail::max_class_bytes || (alignment & (alignment - 1)) != 0 ||
+    const std::uint64_t id = detail::stream_identity::carried(s);
+    if (id == detail::no_stream_id || bytes - 1 >= detail::max_class_bytes || (alignment & (alignment - 1)) != 0 ||
         alignment - 1 >= block_alignment)
       return nullptr;
-    stream_state* st = find(s.get());
-    return st != nullptr && st->confirmed.load(std::memory_order_relaxed) ==
-                                detail::disowned_count().load(std::memory_order_acquire)
-               ? st
-               : nullptr;
+    return find(id);
   }
-  stream_state* find(cudaStream_t handle) const noexcept {
+  stream_state* find(std::uint64_t id) const noexcept {  // slots_ hold no retired state
     const std::size_t used = used_.load(std::memory_order_acquire);
     for (std::size_t i = 0; i < used; ++i) {
       stream_state* st = slots_[i].load(std::memory_order_acquire);
-      if (st != nullptr && st->handle == handle) return st;
+      if (st != nullptr && st->id == id) return st;
     }
     return nullptr;
   }
-  // `s`'s state; cudaStreamGetId is checked unless confirmed for a stream object's ref() at the same disowned_count().
+  // `s`'s state, by the id its stream object recorded, else by cudaStreamGetId's (usable() said it is not capturing).
   result<stream_state*> state_for(stream_ref s, const char* api) noexcept {
     if (stream_state* st = known_state(s, 1, 1)) return st;
     if (detail::is_default_stream(s.get())) return &overflow_;
-    stream_state* st = find(s.get());
-    const std::uint64_t disowned = detail::disowned_count().load(std::memory_order_acquire);
-    auto id = order_.id(s, api);
-    if (!id) return id.error();
-    if (st == nullptr || st->id != *id) {
-      marker gone{};  // a retired state's event, destroyed unlocked
-      auto made = adopt(s, *id, api, gone);
-      order_.destroy(gone);
-      if (!made) return made.error();
-      st = *made;
+    std::uint64_t id = detail::stream_identity::carried(s);
+    if (id == detail::no_stream_id) {
+      auto asked = order_.id(s, api);
+      if (!asked) return asked.error();
+      id = *asked;
     }
-    if (st != &overflow_ && detail::from_owner(s)) st->confirmed.store(disowned, std::memory_order_relaxed);
-    return st;
+    if (stream_state* st = find(id)) return st;
+    marker gone{};  // a retired state's event, destroyed unlocked
+    auto made = adopt(s, id, api, gone);
+    order_.destroy(gone);
+    return made;
   }
   // Makes stream `id`'s state, retiring another at the handle; all slots taken: an empty state's, else overflow_.
   result<stream_state*> adopt(stream_ref s, std::uint64_t id, const char* api, marker& gone) noexcept {
@@ -391,30 +387,22 @@ class caching_pool {
       reserve(0 - bytes, std::size_t(0) - 1);
     }
   }
-  // Under mutex_: waits for cached frees by event (recorded now on a live stream object if none covers), else device.
+  // Under mutex_: waits for cached frees by the event that covers them, else for their device. Nothing is recorded
+  // here: the pool knows a state's stream only by handle and id, and the stream may be gone, its handle another
+  // stream's (maybe one being captured, whose graph a record would join). Events are recorded only on the stream of
+  // an allocate or deallocate in progress, which is live and not capturing; no call here names a stream.
   void wait_for_cached() noexcept {
     std::vector<std::tuple<stream_state*, std::uint64_t, bool, marker>> waits;  // frees covered, by device?, event
     std::vector<int> devices;
-    std::vector<error> failures;  // of records, reported with no stream's lock held
     for (auto& held : states_) {
       stream_state& st = *held;
       const std::lock_guard<detail::spin_lock> st_lock(st.lock);
       const std::uint64_t cached = newest(st);
-      if (cached > st.recorded && !st.retired) {
-        if (auto marked = order_.mark_live(st.event, st.device, st.handle, st.id); !marked) {
-          failures.push_back(marked.error());
-        } else if (*marked) {
-          st.demanded = false;
-          st.recorded = st.frees;
-        }
-      }
       const bool by_device = cached > st.recorded;
       if (by_device && std::ranges::find(devices, st.device) == devices.end()) devices.push_back(st.device);
       if (by_device || cached > st.passed)
         waits.emplace_back(&st, by_device ? st.frees : st.recorded, by_device, st.event);
     }
-    for (const error& failure : failures)
-      if (failure.cuda_status() != cudaErrorCudartUnloading) report_release_failure(failure);
     std::erase_if(devices, [&](int device) { return !order_.wait_device(device); });  // keeps those synchronized
     for (const auto& [st, upto, by_device, event] : waits) {
       const bool done = by_device ? std::ranges::find(devices, st->device) != devices.end() : order_.wait(event);

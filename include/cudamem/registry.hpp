@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cudamem/detail/process_wide.hpp>
+#include <cudamem/detail/stream_identity.hpp>
 #include <cudamem/detail/unique_handle.hpp>
 #include <cudamem/resource.hpp>
 
@@ -22,7 +23,7 @@ namespace cudamem {
 namespace detail {
 
 // Fixed (stream id, handle, resource) slots, opaque integers here. Writers take the mutex; each slot is a seqlock (odd
-// version while written), read with no lock: readers match the handle, the caller confirms the id.
+// version while written), read with no lock: readers match the id, or the handle (then the caller checks the id).
 struct CUDAMEM_DETAIL_PROCESS_WIDE allocator_table {
   static constexpr std::size_t capacity = 256;
   static constexpr std::uint64_t no_stream = ~std::uint64_t{0};
@@ -32,22 +33,11 @@ struct CUDAMEM_DETAIL_PROCESS_WIDE allocator_table {
     std::atomic<std::uint64_t> stream_id{no_stream};
     std::atomic<std::uintptr_t> handle{0};  // 0: none (free, or its stream is known to be gone)
     std::atomic<std::uintptr_t> words[2]{};
-    std::atomic<std::uint64_t> confirmed{no_stream};
   };
-  struct entry {  // what a lookup read, and at which slot version
+  struct entry {  // what a lookup read
     resource_ref<device> resource;
     std::uint64_t stream_id;
-    std::size_t slot;
-    std::uint32_t version;
-    std::uint64_t confirmed;
   };
-  // A ref() matched slot version `version` while disowned_count() was `count`: never vouches for a later write there.
-  static std::uint64_t confirmation(std::uint32_t version, std::uint64_t count) noexcept {
-    return (std::uint64_t{version & 0xffffffu} << 40) | (count & 0xffffffffffu);
-  }
-  void confirm(const entry& e, std::uint64_t count) noexcept {
-    slots[e.slot].confirmed.store(confirmation(e.version, count), std::memory_order_relaxed);
-  }
 
   // Registers `r`; a slot at `handle` with another id (a destroyed stream's) stops answering for it.
   result<std::size_t> insert(std::uint64_t id, std::uintptr_t handle, resource_ref<device> r) noexcept {
@@ -80,25 +70,10 @@ struct CUDAMEM_DETAIL_PROCESS_WIDE allocator_table {
     write(slots[index], no_stream, 0, {0, 0});
     count.fetch_sub(1, std::memory_order_release);
   }
-  bool find(std::uintptr_t handle, entry& out) const noexcept {
-    const std::size_t used = high_water.load(std::memory_order_acquire);
-    for (std::size_t i = 0; i < used; ++i) {
-      const slot& s = slots[i];
-      for (;;) {
-        const std::uint32_t before = s.version.load(std::memory_order_acquire);
-        if (before & 1u) continue;  // a writer is inside
-        if (s.handle.load(std::memory_order_acquire) != handle) break;
-        // Acquire loads keep the version re-read after them (not fences: ThreadSanitizer does not model those).
-        const ref_words ref = {s.words[0].load(std::memory_order_acquire), s.words[1].load(std::memory_order_acquire)};
-        const std::uint64_t id = s.stream_id.load(std::memory_order_acquire);
-        const std::uint64_t confirmed = s.confirmed.load(std::memory_order_acquire);
-        if (s.version.load(std::memory_order_relaxed) != before) continue;
-        out = {std::bit_cast<resource_ref<device>>(ref), id, i, before, confirmed};
-        return true;
-      }
-    }
-    return false;
-  }
+  /// The registration of stream `id` (not no_stream).
+  bool find_id(std::uint64_t id, entry& out) const noexcept { return find(id, 0, out); }
+  /// The registration answering for `handle` (not 0), of whatever stream id it holds: the caller checks that.
+  bool find_handle(std::uintptr_t handle, entry& out) const noexcept { return find(no_stream, handle, out); }
   bool empty() const noexcept { return count.load(std::memory_order_acquire) == 0; }
 
   std::mutex mutex;
@@ -106,10 +81,27 @@ struct CUDAMEM_DETAIL_PROCESS_WIDE allocator_table {
   slot slots[capacity];
 
  private:
+  bool find(std::uint64_t id, std::uintptr_t handle, entry& out) const noexcept {  // by `id`, else by `handle`
+    const std::size_t used = high_water.load(std::memory_order_acquire);
+    for (std::size_t i = 0; i < used; ++i) {
+      const slot& s = slots[i];
+      for (;;) {
+        const std::uint32_t before = s.version.load(std::memory_order_acquire);
+        if (before & 1u) continue;  // a writer is inside
+        const std::uint64_t held = s.stream_id.load(std::memory_order_acquire);
+        if (id != no_stream ? held != id : s.handle.load(std::memory_order_acquire) != handle) break;
+        // Acquire loads keep the version re-read after them (not fences: ThreadSanitizer does not model those).
+        const ref_words ref = {s.words[0].load(std::memory_order_acquire), s.words[1].load(std::memory_order_acquire)};
+        if (s.version.load(std::memory_order_relaxed) != before) continue;
+        out = {std::bit_cast<resource_ref<device>>(ref), held};
+        return true;
+      }
+    }
+    return false;
+  }
   // Release stores of the data: a reader that sees new data sees the odd version too.
   static void write(slot& s, std::uint64_t id, std::uintptr_t handle, const ref_words& ref) noexcept {
     s.version.fetch_add(1, std::memory_order_relaxed);
-    s.confirmed.store(no_stream, std::memory_order_relaxed);
     s.words[0].store(ref[0], std::memory_order_release);
     s.words[1].store(ref[1], std::memory_order_release);
     s.stream_id.store(id, std::memory_order_release);
@@ -120,6 +112,21 @@ struct CUDAMEM_DETAIL_PROCESS_WIDE allocator_table {
 
 inline std::uintptr_t handle_key(stream_ref s) noexcept { return reinterpret_cast<std::uintptr_t>(s.get()); }
 inline allocator_table& allocators() noexcept { return process_wide<allocator_table>(); }
+/// allocator_for's lookup in `table`, `id_of` standing for stream_id_of (tests fake it). A stream object's reference
+/// matches by the id it carries, with no CUDA call. One known only by handle matches the registration at its handle
+/// if CUDA names the same id; a capturing one cannot be asked, and the registration at its handle may be a destroyed
+/// stream's left registered: the fallback, never a registration that may be stale.
+template <class IdOf>
+resource_ref<device> registered_for(const allocator_table& table, stream_ref s, resource_ref<device> fallback,
+                                    IdOf&& id_of) noexcept {
+  allocator_table::entry found{fallback, allocator_table::no_stream};
+  if (const std::uint64_t carried = stream_identity::carried(s); carried != no_stream_id)
+    return table.find_id(carried, found) ? found.resource : fallback;
+  if (!table.find_handle(handle_key(s), found)) return fallback;
+  std::uint64_t id = no_stream_id;
+  if (id_of(s, id) != stream_id_source::asked || id != found.stream_id) return fallback;
+  return found.resource;
+}
 struct registered {  // what a registration owns: its slot and stream id
   using type = std::pair<std::size_t, std::uint64_t>;
   static type empty() noexcept { return {0, allocator_table::no_stream}; }
@@ -152,34 +159,23 @@ class registration {
   CUDAMEM_TRY(detail::refuse_capture(s.get(), api,
                                      "CUDA does not name a capturing stream's id; register the allocator before the "
                                      "capture begins"));
-  unsigned long long id = 0;
-  CUDAMEM_TRY(detail::check(detail::stream_unique_id(s.get(), &id), api, "cudaStreamGetId"));
+  unsigned long long id = detail::stream_identity::carried(s);
+  if (id == detail::no_stream_id)
+    CUDAMEM_TRY(detail::check(detail::stream_unique_id(s.get(), &id), api, "cudaStreamGetId"));
   auto slot = detail::allocators().insert(id, detail::handle_key(s), r);
   if (!slot) return slot.error();
   return registration({*slot, id});
 }
 
 /// The resource registered on `s`, else default_resource<device>(true) (also for a moved-from stream or a failed
-/// query). Does not synchronize; a CUDA call only where a registration at the handle needs its stream id checked.
+/// query). Does not synchronize. A stream object's reference is looked up by the id it carries, with no CUDA call; one
+/// made by from_native_handle asks CUDA for the stream's id, and while that stream captures (CUDA does not name it)
+/// gets the default: the registration at its handle may be a destroyed stream's whose handle CUDA handed on.
 [[nodiscard]] inline resource_ref<device> allocator_for(stream_ref s) noexcept {
   const resource_ref<device> fallback = default_resource<device>(true);
-  detail::allocator_table& table = detail::allocators();
+  const detail::allocator_table& table = detail::allocators();
   if (table.empty() || !s.valid() || detail::is_default_stream(s.get())) return fallback;
-  detail::allocator_table::entry found{fallback, 0, 0, 0, 0};
-  if (!table.find(detail::handle_key(s), found)) return fallback;
-  const std::uint64_t disowned = detail::disowned_count().load(std::memory_order_acquire);
-  if (detail::from_owner(s) && found.confirmed == detail::allocator_table::confirmation(found.version, disowned))
-    return found.resource;
-  const cudaError_t earlier = cudaPeekAtLastError();  // a failed query's error is cleared, a user's earlier one kept
-  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-  unsigned long long id = 0;
-  cudaError_t code = detail::stream_capture_status(s.get(), &capture);
-  if (code == cudaSuccess && capture != cudaStreamCaptureStatusNone) return found.resource;
-  if (code == cudaSuccess) code = detail::stream_unique_id(s.get(), &id);
-  if (code != cudaSuccess && earlier == cudaSuccess && !error::is_sticky_status(code)) (void)cudaGetLastError();
-  if (code != cudaSuccess || id != found.stream_id) return fallback;
-  if (detail::from_owner(s)) table.confirm(found, disowned);
-  return found.resource;
+  return detail::registered_for(table, s, fallback, &detail::stream_id_of);
 }
 
 }  // namespace cudamem

@@ -8,12 +8,8 @@
 #include <cudamem/detail/unique_handle.hpp>
 #include <cudamem/device.hpp>
 
-#include <algorithm>
-#include <atomic>
 #include <cstddef>
 #include <cstdint>
-#include <mutex>
-#include <vector>
 
 namespace cudamem {
 
@@ -38,66 +34,46 @@ inline result<bool> query_result(cudaError_t code, const char* api, const char* 
 /// capture_active (saying `why`) when work on `handle` joins a capture: its own, or a blocking stream's if legacy.
 inline status refuse_capture(cudaStream_t handle, const char* api, const char* why) noexcept {
   cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-  if (CUstreamCaptureStatus st{}; driver_capture_status(handle, st)) {
-    capture = static_cast<cudaStreamCaptureStatus>(st);
-  } else if (const cudaError_t earlier = cudaPeekAtLastError(), code = cudaStreamIsCapturing(handle, &capture);
-             code == cudaErrorStreamCaptureImplicit) {
-    if (earlier == cudaSuccess) (void)cudaGetLastError();  // the query's own error; a user's earlier one stays
-    capture = cudaStreamCaptureStatusActive;
-  } else {
-    CUDAMEM_TRY(check(code, api, "cudaStreamIsCapturing"));
+  if (!driver_capture_status(handle, capture)) {
+    const cudaError_t earlier = cudaPeekAtLastError(), code = cudaStreamIsCapturing(handle, &capture);
+    if (code == cudaErrorStreamCaptureImplicit) {
+      if (earlier == cudaSuccess) (void)cudaGetLastError();  // the query's own error; a user's earlier one stays
+      capture = cudaStreamCaptureStatusActive;
+    } else {
+      CUDAMEM_TRY(check(code, api, "cudaStreamIsCapturing"));
+    }
   }
   if (capture != cudaStreamCaptureStatusNone) return error(errc::capture_active, api, "%s", why);
   return {};
 }
-/// Counts stream objects taking or giving up handles: CUDA reuses them, so handle-keyed state rechecks on a change.
-struct CUDAMEM_DETAIL_PROCESS_WIDE streams_disowned {
-  std::atomic<std::uint64_t> count{0};
-};
-inline std::atomic<std::uint64_t>& disowned_count() noexcept { return process_wide<streams_disowned>().count; }
-/// Live stream objects' handles, each taken off under `lock` before it is destroyed or given up (docs/decisions.md).
-struct CUDAMEM_DETAIL_PROCESS_WIDE streams_owned {
-  std::mutex lock;
-  std::vector<cudaStream_t> owned;
-};
-/// Lists a stream object's handle as owned (`begins`) or takes it off. No CUDA call: tests adopt made-up handles.
-inline void own_stream(cudaStream_t handle, bool begins) noexcept {
-  streams_owned& streams = process_wide<streams_owned>();
-  {
-    const std::lock_guard<std::mutex> lock(streams.lock);
-    std::erase(streams.owned, handle);
-    if (begins) streams.owned.push_back(handle);
-  }
-  disowned_count().fetch_add(1, std::memory_order_acq_rel);
-}
-/// `f()` under the lock while a stream object owns `handle` (so it stays valid), else false. `f` must not create,
-/// destroy or release a stream object, nor report to the release handler (whose code might).
-template <class F>
-auto while_owned(cudaStream_t handle, F&& f) noexcept -> decltype(f()) {
-  streams_owned& streams = process_wide<streams_owned>();
-  const std::lock_guard<std::mutex> lock(streams.lock);
-  if (std::ranges::find(streams.owned, handle) == streams.owned.end()) return false;
-  return f();
-}
 struct stream_handle {  // what a stream owns; a moved-from stream holds invalid_stream()
   using type = cudaStream_t;
   static type empty() noexcept { return invalid_stream(); }
-  static void release(type handle) noexcept {
-    own_stream(handle, false);
-    check_release(cudaStreamDestroy(handle), "cudaStreamDestroy");
-  }
+  static void release(type handle) noexcept { check_release(cudaStreamDestroy(handle), "cudaStreamDestroy"); }
 };
 struct event_handle {  // what an event owns; a moved-from event holds null
   using type = cudaEvent_t;
   static type empty() noexcept { return nullptr; }
   static void release(type handle) noexcept { check_release(cudaEventDestroy(handle), "cudaEventDestroy"); }
 };
-bool from_owner(stream_ref s) noexcept;
+inline constexpr unsigned long long no_stream_id = ~0ull;  // a stream_ref not made by a stream object
+/// cudaStreamGetId of `handle` into `id`, through the driver, unless it is capturing (then success, `id` untouched:
+/// CUDA does not name a capturing stream). A failed query's error is cleared unless sticky; a user's earlier one stays.
+inline cudaError_t id_unless_capturing(cudaStream_t handle, unsigned long long& id) noexcept {
+  const cudaError_t earlier = cudaPeekAtLastError();
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  cudaError_t code = stream_capture_status(handle, &capture);
+  if (code == cudaSuccess && capture == cudaStreamCaptureStatusNone) code = stream_unique_id(handle, &id);
+  if (code != cudaSuccess && earlier == cudaSuccess && !error::is_sticky_status(code)) (void)cudaGetLastError();
+  return code;
+}
+struct stream_identity;  // what the caching pool and the allocator registry read of a stream_ref
 }  // namespace detail
 
 /// A non-owning reference to a CUDA stream and, where known, its device (CUDA cannot name a capturing stream's); the
 /// default streams, legacy() (it synchronizes with blocking streams) and the calling thread's per_thread(), are the
-/// current device's. Members fail with invalid_argument after a move, and with CUDA's errors.
+/// current device's. A stream object's ref() also carries its stream's cudaStreamGetId, so the caching pool and the
+/// allocator registry know it without asking CUDA. Members fail with invalid_argument after a move, and CUDA's errors.
 class stream_ref {
  public:
   stream_ref() noexcept = default;      ///< The legacy default stream of the current device, as legacy().
@@ -153,8 +129,9 @@ class stream_ref {
     CUDAMEM_TRY(detail::check(cudaStreamGetDevice(handle_, &ordinal), api, "cudaStreamGetDevice"));
     return device_id(ordinal);
   }
-  explicit stream_ref(cudaStream_t handle, int device = unknown_device, bool from_owner = false) noexcept
-      : handle_(handle), device_(device), from_owner_(from_owner) {}
+  explicit stream_ref(cudaStream_t handle, int device = unknown_device,
+                      unsigned long long id = detail::no_stream_id) noexcept
+      : handle_(handle), device_(device), id_(id) {}
   [[nodiscard]] status usable_outside_capture(const char* api) const noexcept {
     if (!valid()) return detail::handle_moved_from(api, "stream");
     return detail::refuse_capture(
@@ -162,12 +139,12 @@ class stream_ref {
         "the stream's work belongs to a graph capture in progress; waiting for it would invalidate the capture");
   }
   friend class stream;
-  friend bool detail::from_owner(stream_ref) noexcept;
+  friend struct detail::stream_identity;
   cudaStream_t handle_ = cudaStreamLegacy;
   int device_ = unknown_device;  // the ordinal, when known
-  bool from_owner_ = false;  // made by a live stream object's ref(): its handle's reuse is counted
+  // cudaStreamGetId of a stream object's stream (never repeated in a process, unlike handles), else no_stream_id
+  unsigned long long id_ = detail::no_stream_id;
 };
-inline bool detail::from_owner(stream_ref s) noexcept { return s.from_owner_; }
 
 /// A non-owning reference to a CUDA event; an event converts to it, never the reverse. Errors as stream_ref's.
 class event_ref {
@@ -223,21 +200,27 @@ class stream {
     const unsigned flags = options.non_blocking ? cudaStreamNonBlocking : cudaStreamDefault;
     const cudaError_t code = cudaStreamCreateWithPriority(&handle, flags, options.priority);
     CUDAMEM_TRY(detail::check(code, "stream::create", "cudaStreamCreateWithPriority"));
-    return stream(handle, id);
+    stream made(handle, id, detail::no_stream_id);  // destroys the stream if the id cannot be had
+    CUDAMEM_TRY(detail::check(detail::stream_unique_id(handle, &made.id_), "stream::create", "cudaStreamGetId"));
+    return made;
   }
   /// As create(device_id, stream_options), on the current device.
   [[nodiscard]] static result<stream> create(stream_options options = {}) noexcept {
     auto id = current_device();
     return id ? create(*id, options) : id.error().with_api("stream::create");
   }
-  /// Takes ownership of a handle created on `id`. Errors: invalid_argument for a default stream (never owned).
+  /// Takes ownership of a handle created on `id`; not checked. Errors: invalid_argument for a default stream (never
+  /// owned). It records the stream's id if CUDA names it (not while it is capturing, nor for a handle CUDA rejects):
+  /// without one, the caching pool and the allocator registry ask CUDA as for a from_native_handle reference.
   [[nodiscard]] static result<stream> adopt(cudaStream_t handle, device_id id) noexcept {
     if (detail::is_default_stream(handle))
       return error(errc::invalid_argument, "stream::adopt", "a default stream cannot be owned");
-    return stream(handle, id);
+    unsigned long long stream_id = detail::no_stream_id;
+    if (detail::id_unless_capturing(handle, stream_id) != cudaSuccess) stream_id = detail::no_stream_id;
+    return stream(handle, id, stream_id);
   }
   /// A reference that knows this stream's device; it must not outlive the stream. Invalid after a move.
-  [[nodiscard]] stream_ref ref() const& noexcept { return stream_ref(handle_.get(), device_.get(), true); }
+  [[nodiscard]] stream_ref ref() const& noexcept { return stream_ref(handle_.get(), device_.get(), id_); }
   stream_ref ref() const&& = delete;  ///< Refused: it would dangle once the statement ends.
   operator stream_ref() const& noexcept { return ref(); }  ///< As ref().
   operator stream_ref() const&& = delete;  ///< Refused, as ref() of a temporary.
@@ -245,20 +228,17 @@ class stream {
   [[nodiscard]] device_id device() const noexcept { return device_; }  ///< Created on, or given to adopt.
   [[nodiscard]] bool valid() const noexcept { return handle_.valid(); }  ///< False after a move or release().
   /// Gives up ownership: the caller destroys the returned handle. The stream is moved-from after.
-  [[nodiscard]] cudaStream_t release() noexcept {
-    if (handle_.valid()) detail::own_stream(handle_.get(), false);
-    return handle_.release();
-  }
+  [[nodiscard]] cudaStream_t release() noexcept { return handle_.release(); }
   [[nodiscard]] status synchronize() const noexcept { return ref().synchronize(); }  ///< As stream_ref's: blocks.
   [[nodiscard]] result<bool> ready() const noexcept { return ref().ready(); }  ///< As stream_ref's.
   [[nodiscard]] status wait(event_ref e) const noexcept { return ref().wait(e); }  ///< As stream_ref's.
 
  private:
-  stream(cudaStream_t handle, device_id id) noexcept : handle_(handle), device_(id) {
-    detail::own_stream(handle, true);
-  }
+  stream(cudaStream_t handle, device_id id, unsigned long long stream_id) noexcept
+      : handle_(handle), device_(id), id_(stream_id) {}
   detail::unique_handle<detail::stream_handle> handle_;
   device_id device_;
+  unsigned long long id_;  // cudaStreamGetId's, or no_stream_id (adopted while capturing)
 };
 
 /// Options for event::create.

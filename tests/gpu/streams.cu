@@ -2,6 +2,8 @@
 // Streams, events, device guards, ordering across streams, and graph capture.
 #include "common.cuh"
 
+#include <optional>
+
 using namespace cudamem;
 using test::take;
 
@@ -499,4 +501,83 @@ TEST_CASE("synchronize() and ready() refuse a capturing stream instead of invali
   CHECK(take(s.ready()) == true);
   REQUIRE_OK(stream_ref::legacy().synchronize());
   CHECK(take(stream_ref::legacy().ready()) == true);
+}
+
+namespace {
+// Destroys `old_stream` and creates streams until one gets its handle (CUDA usually hands it on at once); the rest
+// are destroyed. Null when none did: the test skips.
+std::optional<stream> stream_at_handle_of(stream&& old_stream) {
+  const cudaStream_t handle = old_stream.get();
+  const device_id id = old_stream.device();
+  { stream gone = std::move(old_stream); }
+  std::vector<stream> others;
+  for (int attempt = 0; attempt < 64; ++attempt) {
+    stream next = take(stream::create(id));
+    if (next.get() == handle) return next;
+    others.push_back(std::move(next));
+  }
+  return std::nullopt;
+}
+}  // namespace
+
+TEST_CASE("a registration left on a destroyed stream does not apply to a capturing stream at its handle",
+          "[stream][registry][graph]") {
+  device_pool_resource stream_ordered;
+  statistics_adaptor<device_pool_resource> counted(stream_ordered);
+  auto old_stream = take(stream::create());
+  CHECK(detail::stream_identity::carried(old_stream.ref()) != detail::no_stream_id);  // the fast path is there
+  auto left = take(register_allocator(old_stream, counted));  // kept past its stream's end
+  CHECK(allocator_for(old_stream) == resource_ref<device>(counted));
+  const unsigned long long old_id = detail::stream_identity::carried(old_stream.ref());
+  std::optional<stream> successor = stream_at_handle_of(std::move(old_stream));
+  if (!successor) {
+#if defined(CUDAMEM_CATCH2_V3)
+    SKIP("CUDA did not hand the destroyed stream's handle to a new stream");
+#else
+    WARN("skipped: CUDA did not hand the destroyed stream's handle to a new stream");
+    return;
+#endif
+  }
+  const stream& s = *successor;
+  CHECK(detail::stream_identity::carried(s.ref()) != old_id);
+  const resource_ref<device> fallback = default_resource<device>(true);
+  REQUIRE(cudaStreamBeginCapture(s.get(), cudaStreamCaptureModeGlobal) == cudaSuccess);
+  const resource_ref<device> by_object = allocator_for(s);
+  const resource_ref<device> by_handle = allocator_for(stream_ref::from_native_handle(s.get(), s.device()));
+  cudaGraph_t graph = nullptr;
+  const cudaError_t ended = cudaStreamEndCapture(s.get(), &graph);
+  REQUIRE(ended == cudaSuccess);  // the lookups did not invalidate the capture
+  REQUIRE(cudaGraphDestroy(graph) == cudaSuccess);
+  CHECK(by_object == fallback);
+  CHECK(by_handle == fallback);  // the registry cannot name a capturing stream's id: never the stale registration
+  CHECK(allocator_for(stream_ref::from_native_handle(s.get())) == fallback);  // not capturing: CUDA names the id
+  CHECK(cudaGetLastError() == cudaSuccess);
+  left.reset();
+}
+
+TEST_CASE("a caching pool gives a new stream at a destroyed stream's handle none of the old stream's blocks",
+          "[stream][pool]") {
+  device_pool_resource upstream;
+  caching_pool<device_pool_resource> pool(upstream);
+  auto old_stream = take(stream::create());
+  void* cached = take(pool.allocate(old_stream, 4096, 256));
+  pool.deallocate(old_stream, cached, 4096, 256);  // cached for the old stream, no event covering it
+  std::optional<stream> successor = stream_at_handle_of(std::move(old_stream));
+  if (!successor) {
+#if defined(CUDAMEM_CATCH2_V3)
+    SKIP("CUDA did not hand the destroyed stream's handle to a new stream");
+#else
+    WARN("skipped: CUDA did not hand the destroyed stream's handle to a new stream");
+    return;
+#endif
+  }
+  void* fresh = take(pool.allocate(*successor, 4096, 256));
+  CHECK(fresh != cached);  // the old stream's block is not the new stream's own
+  void* by_handle = take(pool.allocate(stream_ref::from_native_handle(successor->get()), 4096, 256));
+  CHECK(by_handle != cached);
+  pool.deallocate(*successor, fresh, 4096, 256);
+  pool.deallocate(*successor, by_handle, 4096, 256);
+  pool.release();  // waits for the old stream's block by the device: nothing is recorded on a handle it may not own
+  CHECK(pool.statistics().bytes_reserved == 0);
+  CHECK(cudaGetLastError() == cudaSuccess);
 }

@@ -58,8 +58,7 @@ struct fake_world {
   std::map<std::uint64_t, bool> pending;  // id -> its last mark is not done
   std::set<std::uint64_t> busy;
   std::set<std::uint64_t> capturing;
-  std::set<std::uint64_t> owned;  // streams a live stream object owns
-  bool refuse_marks = false;      // mark() fails as CUDA would refuse a record
+  bool refuse_marks = false;  // mark() fails as CUDA would refuse a record
   int marks = 0, waits = 0, device_waits = 0, destroyed = 0;
   std::atomic<int> id_queries{0};
   std::mutex mutex;
@@ -68,6 +67,12 @@ struct fake_world {
     auto h = reinterpret_cast<cudaStream_t>(handle);
     ids[h] = id;
     return stream_ref::from_native_handle(h, device_id(0));
+  }
+  // A stream object's reference: it carries the id, so the pool asks nothing.
+  stream_ref object(std::uintptr_t handle, std::uint64_t id) {
+    auto h = reinterpret_cast<cudaStream_t>(handle);
+    ids[h] = id;
+    return detail::stream_identity::make(h, device_id(0), id);
   }
   void finish(std::uint64_t id) {
     busy.erase(id);
@@ -95,14 +100,6 @@ struct fake_order {
     world->pending[m] = world->busy.count(m) != 0;
     ++world->marks;
     return {};
-  }
-  result<bool> mark_live(marker& m, int device, cudaStream_t handle, std::uint64_t id) const noexcept {
-    {
-      const std::lock_guard<std::mutex> lock(world->mutex);
-      if (!world->owned.count(id) || world->capturing.count(id)) return false;
-    }
-    CUDAMEM_TRY(mark(m, device, stream_ref::from_native_handle(handle, device_id(0))));
-    return true;
   }
   bool passed(marker m) const noexcept {
     const std::lock_guard<std::mutex> lock(world->mutex);
@@ -254,39 +251,29 @@ TEST_CASE_METHOD(pool_fixture, "a destroyed stream's handle reused by a new stre
   CHECK(upstream.live.empty());
 }
 
-TEST_CASE_METHOD(pool_fixture, "a stream object's confirmed handle is trusted until some stream object ends",
+TEST_CASE_METHOD(pool_fixture, "a stream object's reference is known by the id it carries; a raw handle is asked",
                  "[pool]") {
-  const auto handle = reinterpret_cast<cudaStream_t>(std::uintptr_t{0x6000});
-  world.ids[handle] = 61;
-  // stream objects over made-up handles; release() gives them up without a CUDA call
-  auto owner = stream::adopt(handle, device_id(0));
-  REQUIRE(owner);
+  const stream_ref owner = world.object(0x6000, 61);
   world.busy.insert(61);
-  void* p = *pool.allocate(owner->ref(), 512, 8);
-  pool.deallocate(owner->ref(), p, 512, 8);
-  CHECK(world.id_queries == 1);  // first sight
-  CHECK(*pool.allocate(owner->ref(), 512, 8) == p);
-  CHECK(world.id_queries == 1);  // confirmed: no query
-  pool.deallocate(owner->ref(), p, 512, 8);
+  void* p = *pool.allocate(owner, 512, 8);
+  pool.deallocate(owner, p, 512, 8);
+  CHECK(*pool.allocate(owner, 512, 8) == p);
+  CHECK(world.id_queries == 0);  // the id came with the reference
+  pool.deallocate(owner, p, 512, 8);
   CHECK(*pool.allocate(world.stream(0x6000, 61), 512, 8) == p);  // a raw handle is checked every time
-  CHECK(world.id_queries == 2);
-  pool.deallocate(owner->ref(), p, 512, 8);
-  {
-    auto other = stream::adopt(reinterpret_cast<cudaStream_t>(std::uintptr_t{0x7000}), device_id(0));
-    (void)other->release();  // some stream object ends: confirmations lapse
-  }
-  CHECK(*pool.allocate(owner->ref(), 512, 8) == p);
-  CHECK(world.id_queries == 3);
-  pool.deallocate(owner->ref(), p, 512, 8);
-  (void)owner->release();  // the stream ends while its work still runs; a new one gets its handle
-  world.ids[handle] = 62;
-  auto successor = stream::adopt(handle, device_id(0));
-  void* q = *pool.allocate(successor->ref(), 512, 8);
+  CHECK(world.id_queries == 1);
+  pool.deallocate(owner, p, 512, 8);
+  // The stream ends while its work still runs; a new stream object gets its handle. Nothing counts stream objects:
+  // the new id alone tells the streams apart.
+  const stream_ref successor = world.object(0x6000, 62);
+  void* q = *pool.allocate(successor, 512, 8);
   CHECK(q != p);  // the old stream's block is not the new stream's
-  CHECK(world.id_queries == 4);
-  pool.deallocate(successor->ref(), q, 512, 8);
-  (void)successor->release();
-  pool.release();
+  pool.deallocate(successor, q, 512, 8);
+  CHECK(*pool.allocate(successor, 512, 8) == q);
+  pool.deallocate(successor, q, 512, 8);
+  CHECK(world.id_queries == 1);
+  pool.release();  // the old stream's block has no event: the device is waited for
+  CHECK(world.device_waits == 1);
   CHECK(upstream.live.empty());
 }
 
@@ -318,74 +305,65 @@ TEST_CASE_METHOD(pool_fixture, "trim gives back only finished blocks; release wa
   CHECK(upstream.live.empty());
 }
 
-TEST_CASE_METHOD(pool_fixture, "release waits for a live stream object's blocks by an event, others by the device",
+TEST_CASE_METHOD(pool_fixture, "release records nothing: blocks an event covers wait for it, others for the device",
                  "[pool]") {
-  const stream_ref owned = world.stream(0x1000, 71), raw = world.stream(0x2000, 72);
-  world.owned.insert(71);
+  const stream_ref a = world.object(0x1000, 71), b = world.object(0x2000, 72);
   world.busy.insert(71);
-  void* p = *pool.allocate(owned, 256, 8);
-  pool.deallocate(owned, p, 256, 8);
-  pool.release();  // no mark covered the block: release records one on the live stream and waits for it
-  CHECK(world.marks == 1);
-  CHECK(world.waits == 1);
-  CHECK(world.device_waits == 0);
+  void* p = *pool.allocate(a, 256, 8);
+  pool.deallocate(a, p, 256, 8);
+  pool.release();  // no mark covered the block, and the pool names no stream on its own: the device
+  CHECK(world.marks == 0);
+  CHECK(world.device_waits == 1);
   CHECK(upstream.live.empty());
 
-  void* q = *pool.allocate(raw, 256, 8);  // a raw handle's stream may be gone: the device
-  pool.deallocate(raw, q, 256, 8);
-  pool.release();
+  world.busy.insert(71);
+  void* q = *pool.allocate(a, 256, 8);
+  pool.deallocate(a, q, 256, 8);
+  void* r = *pool.allocate(b, 256, 8);  // misses a's busy block and asks a for a mark
+  void* t = *pool.allocate(a, 1024, 8);  // a's call records it
   CHECK(world.marks == 1);
-  CHECK(world.device_waits == 1);
-
-  void* r = *pool.allocate(owned, 256, 8);  // a capturing stream would take the record into its graph: the device
-  pool.deallocate(owned, r, 256, 8);
-  world.capturing.insert(71);
+  pool.deallocate(b, r, 256, 8);
+  pool.deallocate(a, t, 1024, 8);  // newer than the mark: the device after all
+  world.capturing.insert(72);  // a stream capturing meanwhile is never touched: nothing is recorded on any stream
   pool.release();
-  world.capturing.erase(71);
+  world.capturing.erase(72);
   CHECK(world.marks == 1);
   CHECK(world.device_waits == 2);
   CHECK(upstream.live.empty());
   CHECK(pool.statistics().bytes_reserved == 0);
 }
 
+namespace {
+// A release handler that destroys stream and event objects and reads the pool, as a user's might while cleaning up.
+pool_type* handler_pool = nullptr;
 int refused_records = 0;
-void count_refused(const error& e) noexcept { refused_records += e.cuda_status() == cudaErrorInvalidResourceHandle; }
+void destroying_handler(const error& e) noexcept {
+  if (e.cuda_status() != cudaErrorInvalidResourceHandle) return;  // the destructions below report too
+  ++refused_records;
+  auto doomed = stream::adopt(reinterpret_cast<cudaStream_t>(std::uintptr_t{0xd000}), device_id(0));
+  { stream gone = std::move(*doomed); }
+  (void)handler_pool->statistics();  // takes every state's lock: none may be held
+}
+}  // namespace
 
-TEST_CASE_METHOD(pool_fixture, "a record release() makes and CUDA refuses is reported once, and the device waits",
+TEST_CASE_METHOD(pool_fixture, "a refused record is reported once, with no lock held, and the blocks still go back",
                  "[pool]") {
-  const stream_ref owned = world.stream(0x1000, 81);
-  world.owned.insert(81);
-  void* p = *pool.allocate(owned, 256, 8);
-  pool.deallocate(owned, p, 256, 8);
+  const stream_ref a = world.object(0x1000, 81), b = world.object(0x2000, 82);
+  world.busy.insert(81);
+  pool.deallocate(a, *pool.allocate(a, 256, 8), 256, 8);
+  pool.deallocate(b, *pool.allocate(b, 256, 8), 256, 8);  // b's miss asks a for a mark
   world.refuse_marks = true;
   refused_records = 0;
-  const release_handler previous = set_release_handler(&count_refused);
-  pool.release();
+  handler_pool = &pool;
+  const release_handler previous = set_release_handler(&destroying_handler);
+  void* p = *pool.allocate(a, 256, 8);  // a's own block; the mark it owes is refused and reported
   (void)set_release_handler(previous);
   world.refuse_marks = false;
   CHECK(refused_records == 1);
-  CHECK(world.device_waits == 1);  // the block still went back, after the device
+  pool.deallocate(a, p, 256, 8);
+  pool.release();
+  CHECK(world.device_waits == 1);  // no mark covers a's block
   CHECK(upstream.live.empty());
-}
-
-TEST_CASE("stream objects list their handles while they own them", "[pool][streams]") {
-  const auto handle = reinterpret_cast<cudaStream_t>(std::uintptr_t{0xa000});
-  const auto listed = [&] { return detail::while_owned(handle, [] { return true; }); };
-  CHECK_FALSE(listed());
-  auto first = stream::adopt(handle, device_id(0));
-  REQUIRE(first);
-  CHECK(listed());
-  stream moved = std::move(*first);  // the handle stays owned, by another object
-  CHECK(listed());
-  CHECK(moved.release() == handle);
-  CHECK_FALSE(listed());
-  auto again = stream::adopt(handle, device_id(0));
-  auto twice = stream::adopt(handle, device_id(0));  // two owners of one handle (a misuse): listed once
-  CHECK(listed());
-  (void)again->release();
-  CHECK_FALSE(listed());  // taken off with the first: the pool then waits for the device, which is safe
-  (void)twice->release();
-  CHECK_FALSE(listed());
 }
 
 TEST_CASE("out of memory: the pool gives back its cache and retries once", "[pool]") {
@@ -413,9 +391,7 @@ TEST_CASE("out of memory: the pool gives back its cache and retries once", "[poo
 
 TEST_CASE_METHOD(pool_fixture, "a caching pool refuses bad input cleanly", "[pool]") {
   const bool from_object = GENERATE(false, true);  // a raw reference, or a stream object's the pool has confirmed
-  const stream_ref raw = world.stream(0x1000, 51);
-  auto owner = stream::adopt(raw.get(), device_id(0));
-  const stream_ref a = from_object ? owner->ref() : raw;
+  const stream_ref a = from_object ? world.object(0x1000, 51) : world.stream(0x1000, 51);
   pool.deallocate(a, *pool.allocate(a, 64, 8), 64, 8);  // confirms it
   CHECK(pool.statistics().upstream_allocations == 1);
   auto zero = pool.allocate(a, 0, 8);
@@ -437,20 +413,13 @@ TEST_CASE_METHOD(pool_fixture, "a caching pool refuses bad input cleanly", "[poo
   CHECK(captured.error().code() == errc::capture_active);
   CHECK(upstream.allocations == 1);
   CHECK(pool.statistics().blocks_in_use == 0);
-  (void)owner->release();
 }
 
 TEST_CASE_METHOD(pool_fixture, "the caching pool is thread-safe: no block is ever held twice", "[pool][concurrent]") {
   const bool from_objects = GENERATE(false, true);  // raw references, or stream objects' (the inline path)
   std::vector<stream_ref> streams;
-  std::vector<stream> owners;
-  for (std::uintptr_t i = 0; i < 8; ++i) {
-    streams.push_back(world.stream(0x1000 * (i + 1), 100 + i));
-    if (from_objects) {
-      owners.push_back(*stream::adopt(streams.back().get(), device_id(0)));
-      streams.back() = owners.back().ref();
-    }
-  }
+  for (std::uintptr_t i = 0; i < 8; ++i)
+    streams.push_back(from_objects ? world.object(0x1000 * (i + 1), 100 + i) : world.stream(0x1000 * (i + 1), 100 + i));
   std::mutex held_mutex;
   std::set<void*> held;  // blocks handed out and not yet freed, across all threads
   std::atomic<int> failures{0}, twice{0};
@@ -493,7 +462,6 @@ TEST_CASE_METHOD(pool_fixture, "the caching pool is thread-safe: no block is eve
   pool.release();
   CHECK(upstream.live.empty());
   CHECK(pool.statistics().bytes_reserved == 0);
-  for (stream& owner : owners) (void)owner.release();
 }
 
 TEST_CASE_METHOD(pool_fixture, "a new stream whose first call is a free starts with nothing of the old stream's",
@@ -527,27 +495,6 @@ TEST_CASE_METHOD(pool_fixture, "a retired stream's event and lists go once its b
   CHECK(world.destroyed == 0);
   pool.release();
   CHECK(world.destroyed == 1);  // the retired state's event, before the pool goes
-  CHECK(upstream.live.empty());
-}
-
-TEST_CASE_METHOD(pool_fixture, "a handle given up by release() and reused does not inherit a confirmation", "[pool]") {
-  const auto handle = reinterpret_cast<cudaStream_t>(std::uintptr_t{0x6000});
-  world.ids[handle] = 81;
-  world.busy.insert(81);
-  auto owner = stream::adopt(handle, device_id(0));
-  const stream_ref kept = owner->ref();
-  (void)owner->release();  // the caller owns the raw handle now
-  void* p = *pool.allocate(kept, 512, 8);
-  pool.deallocate(kept, p, 512, 8);
-  const int queries = world.id_queries;
-  world.ids[handle] = 82;  // destroyed raw (nothing counts that), and a new stream object gets the handle
-  auto successor = stream::adopt(handle, device_id(0));
-  void* q = *pool.allocate(successor->ref(), 512, 8);
-  CHECK(world.id_queries == queries + 1);  // a new stream object moved the count: the id was asked
-  CHECK(q != p);
-  pool.deallocate(successor->ref(), q, 512, 8);
-  (void)successor->release();
-  pool.release();
   CHECK(upstream.live.empty());
 }
 
@@ -653,30 +600,46 @@ struct tagged_resource {
 };
 }  // namespace
 
-TEST_CASE("the allocator table: a confirmation never vouches for a later registration in its slot",
+// stream_id_of as CUDA would answer for a stream known only by handle: capturing, or naming `id`.
+struct fake_id_of {
+  detail::stream_id_source source;
+  std::uint64_t id = 0;
+  int* asked;
+  detail::stream_id_source operator()(stream_ref, std::uint64_t& out) const noexcept {
+    ++*asked;
+    out = id;
+    return source;
+  }
+};
+
+TEST_CASE("a registration left on a destroyed stream never answers for a new stream at its handle",
           "[pool][registry]") {
   detail::allocator_table table;
-  tagged_resource one{1}, two{2};
-  using table_type = detail::allocator_table;
-  auto first = table.insert(7, 0x700, one);
-  REQUIRE(first);
-  table_type::entry seen{two, 0, 0, 0, 0};
-  REQUIRE(table.find(0x700, seen));
-  table.confirm(seen, 5);  // a stream object's ref matched while the count was 5
-  table_type::entry again{two, 0, 0, 0, 0};
-  REQUIRE(table.find(0x700, again));
-  CHECK(again.confirmed == table_type::confirmation(again.version, 5));
-  CHECK(again.confirmed != table_type::confirmation(again.version, 6));  // the count moved: not trusted
-  table.erase(*first, 7);
-  auto second = table.insert(8, 0x700, two);  // a new stream at the handle takes the same slot
-  REQUIRE(second);
-  CHECK(*second == *first);
-  table.confirm(seen, 5);  // late, from a lookup that read the first registration
-  table_type::entry now{one, 0, 0, 0, 0};
-  REQUIRE(table.find(0x700, now));
-  CHECK(now.resource == resource_ref<device>(two));
-  CHECK(now.confirmed != table_type::confirmation(now.version, 5));
-  table.erase(*second, 8);
+  tagged_resource old_resource{1}, fallback{0};
+  const auto handle = reinterpret_cast<cudaStream_t>(std::uintptr_t{0x700});
+  auto left = table.insert(7, 0x700, old_resource);  // stream 7 is destroyed with its registration kept
+  REQUIRE(left);
+  int asked = 0;
+  const auto lookup = [&](stream_ref s, fake_id_of id_of) {
+    return detail::registered_for(table, s, fallback, id_of);
+  };
+  using source = detail::stream_id_source;
+  // Stream 8 gets the handle and starts capturing. Its stream object's reference carries id 8: no match, no query.
+  const stream_ref object = detail::stream_identity::make(handle, device_id(0), 8);
+  CHECK(lookup(object, {source::capturing, 0, &asked}) == resource_ref<device>(fallback));
+  CHECK(asked == 0);
+  // A reference from the raw handle cannot learn the capturing stream's id: the default, never stream 7's.
+  const stream_ref raw = stream_ref::from_native_handle(handle, device_id(0));
+  CHECK(lookup(raw, {source::capturing, 0, &asked}) == resource_ref<device>(fallback));
+  CHECK(lookup(raw, {source::failed, 0, &asked}) == resource_ref<device>(fallback));
+  CHECK(asked == 2);
+  // Once the capture is over CUDA names id 8: still not stream 7's registration.
+  CHECK(lookup(raw, {source::asked, 8, &asked}) == resource_ref<device>(fallback));
+  // Stream 7's own references still find it: by its id, or by handle while CUDA names 7 there.
+  CHECK(lookup(detail::stream_identity::make(handle, device_id(0), 7), {source::capturing, 0, &asked}) ==
+        resource_ref<device>(old_resource));
+  CHECK(lookup(raw, {source::asked, 7, &asked}) == resource_ref<device>(old_resource));
+  table.erase(*left, 7);
 }
 
 TEST_CASE("the allocator table: register, find, refuse twice, erase, reuse a slot", "[pool][registry]") {
@@ -686,22 +649,22 @@ TEST_CASE("the allocator table: register, find, refuse twice, erase, reuse a slo
   auto slot = table.insert(7, 0x700, one);
   REQUIRE(slot);
   CHECK_FALSE(table.empty());
-  detail::allocator_table::entry found{two, 0, 0, 0, 0};
-  CHECK(table.find(0x700, found));
+  detail::allocator_table::entry found{two, 0};
+  CHECK(table.find_handle(0x700, found));
   CHECK(found.resource == resource_ref<device>(one));
   CHECK(found.stream_id == 7);
-  CHECK_FALSE(table.find(0x800, found));
+  CHECK_FALSE(table.find_handle(0x800, found));
   auto twice = table.insert(7, 0x700, two);
   REQUIRE_FALSE(twice);
   CHECK(twice.error().code() == errc::invalid_argument);
   table.erase(*slot, 7);
   CHECK(table.empty());
-  CHECK_FALSE(table.find(0x700, found));
+  CHECK_FALSE(table.find_handle(0x700, found));
   auto again = table.insert(9, 0x900, two);
   REQUIRE(again);
   CHECK(*again == *slot);  // the freed slot is reused
   table.erase(*slot, 7);  // a stale erase (another id now) leaves it alone
-  CHECK(table.find(0x900, found));
+  CHECK(table.find_handle(0x900, found));
   CHECK(found.resource == resource_ref<device>(two));
   table.erase(*again, 9);
 }
@@ -712,16 +675,16 @@ TEST_CASE("the allocator table: a new stream at a destroyed stream's handle take
   tagged_resource old_resource{1}, new_resource{2};
   auto old_slot = table.insert(7, 0x700, old_resource);  // its stream is destroyed, the registration kept
   REQUIRE(old_slot);
-  detail::allocator_table::entry found{old_resource, 0, 0, 0, 0};
-  REQUIRE(table.find(0x700, found));
+  detail::allocator_table::entry found{old_resource, 0};
+  REQUIRE(table.find_handle(0x700, found));
   CHECK(found.stream_id == 7);  // allocator_for compares this with the stream's id: a new stream would not match
   auto new_slot = table.insert(8, 0x700, new_resource);  // a new stream (id 8) at the same handle
   REQUIRE(new_slot);
-  REQUIRE(table.find(0x700, found));
+  REQUIRE(table.find_handle(0x700, found));
   CHECK(found.stream_id == 8);
   CHECK(found.resource == resource_ref<device>(new_resource));
   table.erase(*new_slot, 8);
-  CHECK_FALSE(table.find(0x700, found));  // the old registration no longer answers for the handle
+  CHECK_FALSE(table.find_handle(0x700, found));  // the old registration no longer answers for the handle
   table.erase(*old_slot, 7);
   CHECK(table.empty());
 }
@@ -746,9 +709,9 @@ TEST_CASE("the allocator table: lookups race with registrations and never see a 
   for (int t = 0; t < 4; ++t) {
     readers.emplace_back([&] {
       while (!stop.load()) {
-        detail::allocator_table::entry found{a, 0, 0, 0, 0};
+        detail::allocator_table::entry found{a, 0};
         for (std::uint64_t id = 1; id <= 4; ++id) {
-          if (!table.find(0x100 * id, found)) continue;
+          if (!table.find_handle(0x100 * id, found)) continue;
           if (!(found.resource == resource_ref<device>(a) || found.resource == resource_ref<device>(b))) ++torn;
           // Each id is only ever registered at its own handle, with one resource: odd ids `a`, even ids `b`.
           if (found.stream_id != id || (id % 2 == 1) != (found.resource == resource_ref<device>(a))) ++torn;

@@ -1,11 +1,14 @@
 // SPDX-License-Identifier: MIT
 // Streams, events, devices and host registration: the parts that need no device.
+#include <cudamem/detail/stream_identity.hpp>
 #include <cudamem/detail/unique_handle.hpp>
 #include <cudamem/device.hpp>
 #include <cudamem/host_register.hpp>
 #include <cudamem/stream.hpp>
 
 #include "catch.hpp"
+
+#include <cuda.h>  // only here: the headers call the driver in the runtime's types, held to the driver's below
 
 #include <cstddef>
 #include <cstdint>
@@ -17,7 +20,8 @@ using namespace cudamem;
 
 namespace {
 // References are small values; the mistakes they invite do not compile.
-static_assert(std::is_trivially_copyable_v<stream_ref> && sizeof(stream_ref) <= 2 * sizeof(void*));
+// A stream_ref is the handle, the device and the stream's id (a stream object's): three words at most.
+static_assert(std::is_trivially_copyable_v<stream_ref> && sizeof(stream_ref) <= 3 * sizeof(void*));
 static_assert(std::is_trivially_copyable_v<event_ref> && sizeof(event_ref) == sizeof(void*));
 static_assert(!std::is_constructible_v<stream_ref, int> && !std::is_convertible_v<int, stream_ref>);
 static_assert(!std::is_constructible_v<stream_ref, std::nullptr_t> &&
@@ -75,6 +79,58 @@ TEST_CASE("a stream_ref that knows its device names it without asking CUDA", "[s
   CHECK(stream_ref::from_native_handle(cudaStreamLegacy, device_id(3)) == stream_ref::legacy());
   CHECK(stream_ref() == stream_ref::legacy());
   CHECK_FALSE(stream_ref::legacy() == stream_ref::per_thread());
+}
+
+// detail/driver.hpp calls driver entry points through the runtime's types: they must be the driver's, value for value.
+static_assert(std::is_same_v<CUstream, cudaStream_t> && std::is_same_v<CUevent, cudaEvent_t>);
+static_assert(sizeof(CUresult) == sizeof(cudaError_t) && sizeof(CUstreamCaptureStatus) == sizeof(cudaStreamCaptureStatus) &&
+              sizeof(CUstreamCaptureMode) == sizeof(cudaStreamCaptureMode));
+static_assert(int{CUDA_SUCCESS} == int{cudaSuccess} && int{CUDA_ERROR_NOT_READY} == int{cudaErrorNotReady});
+static_assert(int{CU_STREAM_CAPTURE_STATUS_NONE} == int{cudaStreamCaptureStatusNone} &&
+              int{CU_STREAM_CAPTURE_STATUS_ACTIVE} == int{cudaStreamCaptureStatusActive} &&
+              int{CU_STREAM_CAPTURE_STATUS_INVALIDATED} == int{cudaStreamCaptureStatusInvalidated});
+static_assert(int{CU_STREAM_CAPTURE_MODE_GLOBAL} == int{cudaStreamCaptureModeGlobal} &&
+              int{CU_STREAM_CAPTURE_MODE_THREAD_LOCAL} == int{cudaStreamCaptureModeThreadLocal} &&
+              int{CU_STREAM_CAPTURE_MODE_RELAXED} == int{cudaStreamCaptureModeRelaxed});
+
+TEST_CASE("a stream object's reference carries its stream's id; others carry none", "[streams]") {
+  using detail::stream_identity;
+  CHECK(stream_identity::carried(stream_ref::from_native_handle(fake_stream(0x1000), device_id(0))) ==
+        detail::no_stream_id);
+  CHECK(stream_identity::carried(stream_ref::legacy()) == detail::no_stream_id);
+  const stream_ref made = stream_identity::make(fake_stream(0x1000), device_id(2), 42);
+  CHECK(stream_identity::carried(made) == 42);
+  CHECK(*made.device() == device_id(2));
+  CHECK(made == stream_ref::from_native_handle(fake_stream(0x1000)));  // equality stays by handle
+  // Without a driver CUDA names no id: an adopted stream then carries none, and the pool and registry ask CUDA.
+  auto adopted = stream::adopt(fake_stream(0x2000), device_id(0));
+  REQUIRE(adopted);
+  CHECK(stream_identity::carried(adopted->ref()) == detail::no_stream_id);
+  (void)adopted->release();
+}
+
+namespace {
+// A release handler whose own code destroys stream and event objects, as a user's may (logging, then cleaning up).
+int handler_calls = 0;
+void destroying_handler(const error&) noexcept {
+  if (++handler_calls > 4) return;  // each destruction below fails without a device and comes back here
+  auto doomed = stream::adopt(fake_stream(0x5000 + static_cast<std::uintptr_t>(handler_calls)), device_id(0));
+  stream moved = std::move(*doomed);  // destroyed when it goes: cudaStreamDestroy fails and reports again
+}
+}  // namespace
+
+TEST_CASE("a release handler may destroy stream objects: their lifetime takes no library lock", "[streams]") {
+  // Stream objects once listed their handles under a process-wide lock, and the library reported to the handler with
+  // it held; a handler destroying a stream then waited for itself. Destroying one inside the handler, inside a
+  // destruction that reports, must return.
+  handler_calls = 0;
+  const release_handler previous = set_release_handler(&destroying_handler);
+  {
+    auto outer = stream::adopt(fake_stream(0x4000), device_id(0));
+    REQUIRE(outer);
+  }  // cudaStreamDestroy of a made-up handle fails without a device: the handler runs, and destroys more
+  (void)set_release_handler(previous);
+  CHECK(handler_calls >= 2);
 }
 
 TEST_CASE("references of moved-from streams and events are refused before CUDA sees them", "[streams]") {

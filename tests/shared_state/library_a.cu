@@ -20,7 +20,6 @@ std::size_t library_a_register(std::uint64_t id) {
   return slot ? *slot : ~std::size_t{0};
 }
 void library_a_unregister(std::size_t slot, std::uint64_t id) { cudamem::detail::allocators().erase(slot, id); }
-void library_a_disown() { cudamem::detail::disowned_count().fetch_add(1); }
 void library_a_set_counter(int value) { cudamem::detail::process_wide<shared_state::counter>().value = value; }
 void library_a_take_peer_guard(int accessor, int owner) {
   using cudamem::device_id;

@@ -9,10 +9,9 @@ void library_b_report_release_failure() {
   cudamem::report_release_failure(cudamem::error(cudaErrorInvalidDevicePointer, nullptr, "cudaFreeAsync"));
 }
 bool library_b_has_allocator(std::uint64_t id) {
-  cudamem::detail::allocator_table::entry found{cudamem::default_resource<cudamem::device>(true), 0, 0, 0, 0};
-  return cudamem::detail::allocators().find(0x5eed00, found) && found.stream_id == id;
+  cudamem::detail::allocator_table::entry found{cudamem::default_resource<cudamem::device>(true), 0};
+  return cudamem::detail::allocators().find_id(id, found);
 }
-std::uint64_t library_b_disowned() { return cudamem::detail::disowned_count().load(); }
 int library_b_counter() { return cudamem::detail::process_wide<shared_state::counter>().value; }
 bool library_b_peer_held(int accessor, int owner) {
   return cudamem::detail::peer_access_held(cudamem::device_id(accessor), cudamem::device_id(owner));

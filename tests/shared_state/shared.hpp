@@ -34,8 +34,6 @@ SHARED_STATE_EXPORT void library_a_take_peer_guard(int accessor, int owner);
 // table; returns its slot.
 SHARED_STATE_EXPORT std::size_t library_a_register(std::uint64_t id);
 SHARED_STATE_EXPORT void library_a_unregister(std::size_t slot, std::uint64_t id);
-// Counts a stream object's end, as destroying one does (no device needed).
-SHARED_STATE_EXPORT void library_a_disown();
 // Library B (compiled by g++).
 SHARED_STATE_EXPORT cudamem::release_handler library_b_set_release_handler(cudamem::release_handler handler);
 SHARED_STATE_EXPORT void library_b_report_release_failure();
@@ -44,5 +42,3 @@ SHARED_STATE_EXPORT bool library_b_peer_held(int accessor, int owner);
 SHARED_STATE_EXPORT void library_b_drop_peer_guard(int accessor, int owner);
 // Whether the allocator registry's table holds an entry for `id`.
 SHARED_STATE_EXPORT bool library_b_has_allocator(std::uint64_t id);
-// The count of stream objects' ends that confirmed stream handles depend on.
-SHARED_STATE_EXPORT std::uint64_t library_b_disowned();

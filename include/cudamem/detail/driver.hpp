@@ -4,21 +4,20 @@
 
 #include <cudamem/detail/config.hpp>
 
-#include <cuda.h>
-
 #include <type_traits>
 
 namespace cudamem::detail {
 
-static_assert(int{CU_STREAM_CAPTURE_STATUS_ACTIVE} == int{cudaStreamCaptureStatusActive} &&
-              int{CU_STREAM_CAPTURE_MODE_RELAXED} == int{cudaStreamCaptureModeRelaxed});
-
+// The driver's signatures in the runtime's types, so that no header needs <cuda.h>: CUstream and CUevent are the same
+// types as cudaStream_t and cudaEvent_t, and CUresult, CUstreamCaptureStatus and CUstreamCaptureMode are int-sized
+// enums whose values here (success, not ready, capture status and mode) equal the runtime's; tests/host/streams.cpp
+// holds the two sets to each other.
 struct driver_calls {
-  CUresult (*stream_is_capturing)(CUstream, CUstreamCaptureStatus*) = nullptr;
-  CUresult (*stream_get_id)(CUstream, unsigned long long*) = nullptr;
-  CUresult (*exchange_capture_mode)(CUstreamCaptureMode*) = nullptr;
-  CUresult (*event_record)(CUevent, CUstream) = nullptr;
-  CUresult (*event_query)(CUevent) = nullptr;
+  cudaError_t (*stream_is_capturing)(cudaStream_t, cudaStreamCaptureStatus*) = nullptr;
+  cudaError_t (*stream_get_id)(cudaStream_t, unsigned long long*) = nullptr;
+  cudaError_t (*exchange_capture_mode)(cudaStreamCaptureMode*) = nullptr;
+  cudaError_t (*event_record)(cudaEvent_t, cudaStream_t) = nullptr;
+  cudaError_t (*event_query)(cudaEvent_t) = nullptr;
 };
 
 // One table per default-stream flavour; out of line, so that driver_table() inlines to the check of its guard.
@@ -54,36 +53,31 @@ inline const driver_calls& driver() noexcept { return driver_table<false>(); }
 #endif
 
 /// Whether the driver answered cuStreamIsCapturing for `s` (into `status`); false: ask the runtime, for its error.
-inline bool driver_capture_status(cudaStream_t s, CUstreamCaptureStatus& status) noexcept {
+inline bool driver_capture_status(cudaStream_t s, cudaStreamCaptureStatus& status) noexcept {
   const auto f = driver().stream_is_capturing;
-  return f != nullptr && f(s, &status) == CUDA_SUCCESS;
+  return f != nullptr && f(s, &status) == cudaSuccess;
 }
 /// The runtime calls below, through the driver where it answers.
 inline cudaError_t stream_capture_status(cudaStream_t s, cudaStreamCaptureStatus* status) noexcept {
-  CUstreamCaptureStatus st{};
-  if (!driver_capture_status(s, st)) return cudaStreamIsCapturing(s, status);
-  *status = static_cast<cudaStreamCaptureStatus>(st);
-  return cudaSuccess;
+  return driver_capture_status(s, *status) ? cudaSuccess : cudaStreamIsCapturing(s, status);
 }
 inline cudaError_t stream_unique_id(cudaStream_t s, unsigned long long* id) noexcept {
   const auto f = driver().stream_get_id;
-  return f != nullptr && f(s, id) == CUDA_SUCCESS ? cudaSuccess : cudaStreamGetId(s, id);
+  return f != nullptr && f(s, id) == cudaSuccess ? cudaSuccess : cudaStreamGetId(s, id);
 }
 inline cudaError_t exchange_capture_mode(cudaStreamCaptureMode* mode) noexcept {
   const auto f = driver().exchange_capture_mode;
-  if (f != nullptr && f(reinterpret_cast<CUstreamCaptureMode*>(mode)) == CUDA_SUCCESS) return cudaSuccess;
-  return cudaThreadExchangeStreamCaptureMode(mode);
+  return f != nullptr && f(mode) == cudaSuccess ? cudaSuccess : cudaThreadExchangeStreamCaptureMode(mode);
 }
 inline cudaError_t record_event(cudaEvent_t e, cudaStream_t s) noexcept {
   const auto f = driver().event_record;
-  return f != nullptr && f(e, s) == CUDA_SUCCESS ? cudaSuccess : cudaEventRecord(e, s);
+  return f != nullptr && f(e, s) == cudaSuccess ? cudaSuccess : cudaEventRecord(e, s);
 }
 inline cudaError_t query_event(cudaEvent_t e) noexcept {  // not-ready: cudaErrorNotReady, never stored by the runtime
   const auto f = driver().event_query;
   if (f != nullptr) {
-    const CUresult r = f(e);
-    if (r == CUDA_SUCCESS) return cudaSuccess;
-    if (r == CUDA_ERROR_NOT_READY) return cudaErrorNotReady;
+    const cudaError_t r = f(e);  // CUDA_SUCCESS and CUDA_ERROR_NOT_READY are cudaSuccess and cudaErrorNotReady
+    if (r == cudaSuccess || r == cudaErrorNotReady) return r;
   }
   return cudaEventQuery(e);
 }

@@ -55,8 +55,9 @@ class spin_lock {
   std::atomic<bool> held_{false};
 };
 
-/// Streams through CUDA's driver entry points (no runtime call on the pool's hot path), known by handle and
-/// cudaStreamGetId; an event per stream marks its frees. Failed records go to the release handler (queries: not done).
+/// Streams through CUDA's driver entry points (no runtime call on the pool's hot path), known by cudaStreamGetId; an
+/// event per stream marks its frees, recorded only on the stream of a call in progress. Failed records go to the
+/// release handler, from the pool with no lock held (queries: not done).
 struct cuda_stream_order {
   using marker = cudaEvent_t;  ///< null until the stream's first mark
 
@@ -64,43 +65,29 @@ struct cuda_stream_order {
   static relaxed_capture_scope relaxed() noexcept { return {}; }
   /// Moved from: invalid_argument; capturing: capture_active.
   status usable(stream_ref s, const char* api) const noexcept {
-    if (CUstreamCaptureStatus capture{};
-        s.valid() && driver_capture_status(s.get(), capture) && capture == CU_STREAM_CAPTURE_STATUS_NONE) [[likely]]
+    if (cudaStreamCaptureStatus capture{};
+        s.valid() && driver_capture_status(s.get(), capture) && capture == cudaStreamCaptureStatusNone) [[likely]]
       return {};
     if (!s.valid()) return handle_moved_from(api, "stream");
     return refuse_capture(s.get(), api,
                           "a caching pool cannot serve a stream that is being captured (a graph replay would reuse "
                           "its blocks behind the pool's back); register device_pool_resource there");
   }
-  result<std::uint64_t> id(stream_ref s, const char* api) const noexcept {  // of a stream not capturing
+  // Of a stream not capturing, for a reference that carries no id (from_native_handle, or adopted while capturing).
+  result<std::uint64_t> id(stream_ref s, const char* api) const noexcept {
     unsigned long long id = 0;
     return check(stream_unique_id(s.get(), &id), api, "cudaStreamGetId").transform([&] { return std::uint64_t{id}; });
   }
   result<int> device(stream_ref s, const char* api) const noexcept {
     return s.device().transform(&device_id::get).transform_error([api](const error& e) { return e.with_api(api); });
   }
-  /// Records `m` (created on first use, on `device`) on `s`: it completes once the work queued so far is done.
+  /// Records `m` (created on first use, on `device`) on `s`, the stream of the caller's allocate or deallocate (live,
+  /// not capturing): it completes once the work queued so far is done. It runs under the stream state's lock, so it
+  /// never calls the release handler: a failed switch back to the caller's device is returned, as CUDA's errors are,
+  /// and the pool reports it unlocked.
   status mark(marker& m, int device, stream_ref s) const noexcept {
-    constexpr const char* api = "caching_pool";
-    if (m == nullptr) {
-      auto guard = device_guard::set(device_id(device));
-      if (!guard) return guard.error().with_api(api);
-      CUDAMEM_TRY(check(cudaEventCreateWithFlags(&m, cudaEventDisableTiming), api, "cudaEventCreateWithFlags"));
-    }
-    return check(record_event(m, s.get()), api, "cudaEventRecord");
-  }
-  /// mark() on stream `id` at `handle` if a stream object owns it (so it cannot end meanwhile), it is still stream
-  /// `id` and it is not capturing: true once recorded, false where not; CUDA's errors, to report unlocked.
-  result<bool> mark_live(marker& m, int device, cudaStream_t handle, std::uint64_t id) const noexcept {
-    return while_owned(handle, [&]() -> result<bool> {
-      unsigned long long now = 0;
-      CUstreamCaptureStatus capture{};
-      const auto get_id = driver().stream_get_id;
-      if (get_id == nullptr || get_id(handle, &now) != CUDA_SUCCESS || now != id ||
-          !driver_capture_status(handle, capture) || capture != CU_STREAM_CAPTURE_STATUS_NONE)
-        return false;
-      return mark(m, device, stream_ref::from_native_handle(handle, device_id(device))).transform([] { return true; });
-    });
+    if (m == nullptr) CUDAMEM_TRY(create_marker(m, device));
+    return check(record_event(m, s.get()), "caching_pool", "cudaEventRecord");
   }
   /// Whether the last record of `m` is done; an error counts as not done (the block stays where it is).
   bool passed(marker m) const noexcept {
@@ -138,6 +125,15 @@ struct cuda_stream_order {
   static std::optional<result<device_guard>> select(int device) noexcept {  // none for -1
     if (device < 0) return std::nullopt;
     return device_guard::set(device_id(device));
+  }
+  static status create_marker(marker& m, int device) noexcept {  // on `device`; the current device stays
+    constexpr const char* api = "caching_pool";
+    int previous = 0;
+    CUDAMEM_TRY(check(cudaGetDevice(&previous), api, "cudaGetDevice"));
+    if (previous != device) CUDAMEM_TRY(check(cudaSetDevice(device), api, "cudaSetDevice"));
+    const status made = check(cudaEventCreateWithFlags(&m, cudaEventDisableTiming), api, "cudaEventCreateWithFlags");
+    if (previous != device) CUDAMEM_TRY(check(cudaSetDevice(previous), api, "cudaSetDevice"));
+    return made;
   }
   static bool succeeded(cudaError_t code, const char* cuda_call) noexcept {
     check_release(code, cuda_call);
