@@ -19,6 +19,7 @@ struct driver_calls {
   CUresult (*exchange_capture_mode)(CUstreamCaptureMode*) = nullptr;
   CUresult (*event_record)(CUevent, CUstream) = nullptr;
   CUresult (*event_query)(CUevent) = nullptr;
+  CUresult (*mem_get_address_range)(CUdeviceptr*, std::size_t*, CUdeviceptr) = nullptr;  // the 2D kernel's check
 };
 
 // One table per default-stream flavour; out of line, so that driver_table() inlines to the check of its guard.
@@ -39,6 +40,7 @@ template <bool PerThread>
   load("cuThreadExchangeStreamCaptureMode", t.exchange_capture_mode);
   load("cuEventRecord", t.event_record);
   load("cuEventQuery", t.event_query);
+  load("cuMemGetAddressRange", t.mem_get_address_range);
   if (earlier == cudaSuccess) (void)cudaGetLastError();  // a failed lookup's own error, not the caller's
   return t;
 }
