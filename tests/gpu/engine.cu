@@ -4,6 +4,11 @@
 #include "common.cuh"
 #include "engine.hpp"
 
+#include <spawn.h>
+#include <sys/wait.h>
+
+extern char** environ;
+
 using namespace cudamem;
 using test::take;
 
@@ -284,4 +289,71 @@ TEST_CASE("stream-ordered copies of another device's pool memory work whichever 
   CHECK(test::read_back(out.view()) == values);
   CHECK(take(current_device()) == device_id(0));  // the retry's device guard restored it
   CHECK(cudaGetLastError() == cudaSuccess);
+}
+
+namespace {
+// One 2D device-to-device copy of 64 rows where one operand (dst or src; the other fits) has a cudaMalloc allocation
+// of 4 rows: cudaMemcpy2DAsync's answer first, then cudamem's (the 2D kernel's path), which must agree and leave the
+// context usable.
+void refuse_past_the_end(bool dst_past) {
+  constexpr std::size_t pitch = 4096, width = 1024, rows = 64, short_rows = 4;
+  unsigned char *whole = nullptr, *short_side = nullptr;
+  REQUIRE(cudaMalloc(&whole, pitch * rows) == cudaSuccess);
+  REQUIRE(cudaMalloc(&short_side, pitch * (short_rows - 1) + width) == cudaSuccess);
+  REQUIRE(cudaMemset(whole, 7, pitch * rows) == cudaSuccess);
+  auto s = take(stream::create(device_id(0)));
+  unsigned char* const dst = dst_past ? short_side : whole;
+  unsigned char* const src = dst_past ? whole : short_side;
+  const cudaError_t raw =
+      cudaMemcpy2DAsync(dst, pitch, src, pitch, width, rows, cudaMemcpyDeviceToDevice, s.get());
+  (void)cudaGetLastError();
+  INFO("cudaMemcpy2DAsync: " << cudaGetErrorName(raw) << (dst_past ? ", dst" : ", src") << " past the end");
+  REQUIRE(cudaStreamSynchronize(s.get()) == cudaSuccess);
+  const auto ours = copy_2d(device_ptr<unsigned char>(dst, device_id(0)), pitch,
+                            device_ptr<const unsigned char>(src, device_id(0)), pitch, width, rows, s);
+  CHECK(ours.has_value() == (raw == cudaSuccess));
+  if (raw == cudaSuccess) WARN("cudaMemcpy2DAsync took a copy past the end of an allocation: the refusal is untested");
+  if (!ours) {
+    INFO(ours.error().message());
+    CHECK(ours.error().code() == errc::out_of_range);
+    CHECK(std::string(ours.error().message())
+              .starts_with(dst_past ? "copy_2d: dst (64 rows of 1024 bytes, 4096 apart) spans ["
+                                    : "copy_2d: src (64 rows of 1024 bytes, 4096 apart) spans ["));
+    CHECK(std::string(ours.error().message()).find("past the end of its allocation [") != std::string::npos);
+    CHECK(cudaGetLastError() == cudaSuccess);  // the refusal is not left behind for the user
+  }
+  // The context still works: the stream drains, and a copy that fits moves its rows.
+  CHECK(cudaStreamSynchronize(s.get()) == cudaSuccess);
+  REQUIRE(cudaMemset(short_side, 0, pitch * (short_rows - 1) + width) == cudaSuccess);
+  REQUIRE_OK(copy_2d(device_ptr<unsigned char>(short_side, device_id(0)), pitch,
+                     device_ptr<const unsigned char>(whole, device_id(0)), pitch, width, short_rows, s));
+  REQUIRE_OK(s.synchronize());
+  std::vector<unsigned char> back(pitch * (short_rows - 1) + width);
+  REQUIRE(cudaMemcpy(back.data(), short_side, back.size(), cudaMemcpyDeviceToHost) == cudaSuccess);
+  for (std::size_t i = 0; i < back.size(); ++i)
+    if (back[i] != (i % pitch < width ? 7 : 0)) FAIL("byte " << i << " of the copy that fits is wrong");
+  CHECK(cudaFree(whole) == cudaSuccess);
+  CHECK(cudaFree(short_side) == cudaSuccess);
+  CHECK(cudaDeviceSynchronize() == cudaSuccess);
+}
+}  // namespace
+
+// Runs only when named: the child process of the next test, where a copy that faults cannot take down the tests.
+TEST_CASE("child: 2D device-to-device copies past the end of an allocation", "[.copy2d_range_child]") {
+  refuse_past_the_end(true);
+  refuse_past_the_end(false);
+}
+
+TEST_CASE("a 2D device-to-device copy past the end of its allocation is refused as cudaMemcpy2DAsync refuses it",
+          "[copy][2d]") {
+  // In a fresh process (this one's CUDA context cannot be shared across fork): the test binary, run on the test above.
+  char program[] = "/proc/self/exe", filter[] = "[.copy2d_range_child]";
+  char* argv[] = {program, filter, nullptr};
+  pid_t child = 0;
+  REQUIRE(posix_spawn(&child, program, nullptr, nullptr, argv, environ) == 0);
+  int status = 0;
+  REQUIRE(waitpid(child, &status, 0) == child);
+  INFO("the child's output is above; status " << status);
+  REQUIRE(WIFEXITED(status));
+  CHECK(WEXITSTATUS(status) == 0);
 }

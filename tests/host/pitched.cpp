@@ -5,6 +5,7 @@
 #include <cudamem/cudamem.hpp>
 
 #include "catch.hpp"
+#include "engine.hpp"
 
 #include <algorithm>
 #include <array>
@@ -320,10 +321,12 @@ TEST_CASE("2D copies refuse bad input with a clear error and write nothing", "[p
   CHECK(short_pitch.error().code() == errc::invalid_argument);
   CHECK(std::string(short_pitch.error().message()) == "copy: dst pitch (16 bytes) is less than its row (20 bytes)");
 
-  // Interleaved rows of one allocation overlap.
-  auto overlapping = copy(rows_of(target.data(), 3, 4, 8), rows_of(target.data() + 4, 3, 4, 8));
+  // Rows of one allocation that share bytes: bytes 16-19 are the end of dst row 0 and the start of src row 0.
+  auto overlapping = copy(rows_of(target.data(), 5, 4, 8), rows_of(target.data() + 4, 5, 4, 8));
   REQUIRE_FALSE(overlapping);
   CHECK(overlapping.error().code() == errc::overlap);
+  CHECK(std::string(overlapping.error().message()) ==
+        "copy: source and destination overlap (rows of each share bytes)");
 
   auto null_dst = copy(rows_of(static_cast<int*>(nullptr), 5, 3, 8), rows_of(source.data(), 5, 3, 8));
   REQUIRE_FALSE(null_dst);
@@ -340,6 +343,29 @@ TEST_CASE("2D copies refuse bad input with a clear error and write nothing", "[p
   auto wide_rows = copy_2d(host_ptr<int>(target.data()), 16, host_ptr<const int>(source.data()), 32, 20, 3);
   REQUIRE_FALSE(wide_rows);
   CHECK(std::string(wide_rows.error().message()) == "copy_2d: dst pitch (16 bytes) is less than its row (20 bytes)");
+  // One row, as many: a row wider than its pitch is refused at every height (make_pitched's rule).
+  auto wide_row = copy_2d(host_ptr<int>(target.data()), 16, host_ptr<const int>(source.data()), 32, 20, 1);
+  REQUIRE_FALSE(wide_row);
+  CHECK(std::string(wide_row.error().message()) == "copy_2d: dst pitch (16 bytes) is less than its row (20 bytes)");
+  auto wide_src_row = copy_2d(host_ptr<int>(target.data()), 32, host_ptr<const int>(source.data()), 8, 20, 1);
+  REQUIRE_FALSE(wide_src_row);
+  CHECK(std::string(wide_src_row.error().message()) == "copy_2d: src pitch (8 bytes) is less than its row (20 bytes)");
+  const host_pitched_span<int> one_short_row(host_ptr<int>(target.data()), 5, 1, 16);  // unchecked: 20 bytes in 16
+  auto short_view = copy(one_short_row, rows_of(source.data(), 5, 1, 8));
+  REQUIRE_FALSE(short_view);
+  CHECK(std::string(short_view.error().message()) == "copy: dst pitch (16 bytes) is less than its row (20 bytes)");
+  auto short_fill = fill_bytes(one_short_row, 0);
+  REQUIRE_FALSE(short_fill);
+  CHECK(std::string(short_fill.error().message()) == "fill_bytes: dst pitch (16 bytes) is less than its row (20 bytes)");
+  // A one-row view against many rows of as many elements keeps its own pitch rule (it is not read as a 1D span).
+  const host_pitched_span<int> long_short_row(host_ptr<int>(target.data()), 12, 1, 16);
+  auto reshaped = copy(long_short_row, rows_of(source.data(), 3, 4, 8));
+  REQUIRE_FALSE(reshaped);
+  CHECK(std::string(reshaped.error().message()) == "copy: dst pitch (16 bytes) is less than its row (48 bytes)");
+  auto reshaped_src = copy(rows_of(target.data(), 3, 4, 8), host_pitched_span<const int>(host_ptr<const int>(source.data()), 12, 1, 40));
+  REQUIRE_FALSE(reshaped_src);
+  CHECK(std::string(reshaped_src.error().message()) == "copy: src pitch (40 bytes) is less than its row (48 bytes)");
+
   auto overlap_2d = copy_2d(host_ptr<int>(target.data()), 32, host_ptr<const int>(target.data() + 2), 32, 12, 4);
   REQUIRE_FALSE(overlap_2d);
   CHECK(overlap_2d.error().code() == errc::overlap);
@@ -349,6 +375,182 @@ TEST_CASE("2D copies refuse bad input with a clear error and write nothing", "[p
   CHECK(std::string(null_2d.error().message()) == "copy_2d: src is null with 12 x 4 elements");
 
   CHECK(target == untouched);
+}
+
+namespace {
+// The reference for overlap: a byte map. Marks every byte of the `height` rows of `width` bytes that start at
+// `dst` + i * `dpitch`, then looks for a marked byte in the rows from `src`, `spitch` apart.
+bool rows_share_a_byte(std::size_t dst, std::size_t dpitch, std::size_t src, std::size_t spitch, std::size_t width,
+                       std::size_t height) {
+  if (width == 0 || height == 0) return false;
+  std::vector<bool> written(std::max(dst + dpitch * (height - 1), src + spitch * (height - 1)) + width);
+  for (std::size_t row = 0; row < height; ++row)
+    for (std::size_t b = 0; b < width; ++b) written[dst + row * dpitch + b] = true;
+  for (std::size_t row = 0; row < height; ++row)
+    for (std::size_t b = 0; b < width; ++b)
+      if (written[src + row * spitch + b]) return true;
+  return false;
+}
+detail::operand byte_rows(unsigned char* first, std::size_t width, std::size_t height, std::size_t pitch) {
+  return {first, width, height, pitch, device_id::host(), detail::kind_id::host};
+}
+}  // namespace
+
+TEST_CASE("2D copies within one allocation are refused only where a byte is shared", "[pitched][copy][overlap]") {
+  SECTION("the left half of an image onto its right half, and back") {
+    std::vector<int> cells = counting(16 * 6, 1);
+    const std::vector<int> before = cells;
+    const host_pitched_span<int> image(host_ptr<int>(cells.data()), 16, 6, 16 * sizeof(int));
+    REQUIRE(copy(*image.subspan(0, 8, 6, 8), *image.subspan(0, 0, 6, 8)));
+    for (std::size_t i = 0; i < cells.size(); ++i) CHECK(cells[i] == before[i % 16 < 8 ? i : i - 8]);
+    std::vector<int> other = before;
+    const host_pitched_span<int> again(host_ptr<int>(other.data()), 16, 6, 16 * sizeof(int));
+    REQUIRE(copy(*again.subspan(0, 0, 6, 8), *again.subspan(0, 8, 6, 8)));
+    for (std::size_t i = 0; i < other.size(); ++i) CHECK(other[i] == before[i % 16 < 8 ? i + 8 : i]);
+    // One column more, and the two halves share column 8 of every row.
+    auto wider = copy(*image.subspan(0, 8, 6, 8), *image.subspan(0, 1, 6, 8));
+    REQUIRE_FALSE(wider);
+    CHECK(wider.error().code() == errc::overlap);
+  }
+  SECTION("interleaved columns, one pitch") {
+    std::vector<int> cells = counting(2 * 9, 1);
+    const std::vector<int> before = cells;
+    // Odd columns from even ones: 4-byte rows 8 bytes apart.
+    REQUIRE(copy_2d(host_ptr<int>(cells.data() + 1), 8, host_ptr<const int>(cells.data()), 8, 4, 9));
+    for (std::size_t i = 0; i < cells.size(); ++i) CHECK(cells[i] == before[i - i % 2]);
+    auto shifted = copy_2d(host_ptr<int>(cells.data() + 1), 8, host_ptr<const int>(cells.data()), 8, 5, 8);
+    REQUIRE_FALSE(shifted);
+    CHECK(shifted.error().code() == errc::overlap);
+  }
+  SECTION("different pitches, disjoint and overlapping") {
+    std::vector<unsigned char> bytes(256);
+    for (std::size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<unsigned char>(i);
+    const std::vector<unsigned char> before = bytes;
+    // dst rows at 0, 16, 32, 48; src rows at 4, 12, 20, 28: bytes 4-7 of every 8 against 0-3 of every 16.
+    REQUIRE(engine::copy_sync(byte_rows(bytes.data(), 4, 4, 16), byte_rows(bytes.data() + 4, 4, 4, 8), 1,
+                              cudaMemcpyHostToHost, "copy"));
+    for (std::size_t i = 0; i < bytes.size(); ++i) {
+      const bool written = i < 64 && i % 16 < 4;
+      CHECK(bytes[i] == (written ? before[4 + i / 16 * 8 + i % 16] : before[i]));
+    }
+    // src rows 12 apart from byte 4: its row 1 (16-19) is dst's row 1.
+    auto refused =
+        engine::plan_copy(byte_rows(bytes.data(), 4, 4, 16), byte_rows(bytes.data() + 4, 4, 4, 12), 1,
+                          cudaMemcpyHostToHost, "copy");
+    REQUIRE_FALSE(refused);
+    CHECK(std::string(refused.error().message()) == "copy: source and destination overlap (rows of each share bytes)");
+  }
+  SECTION("a single shared byte at the end of a row") {
+    std::vector<unsigned char> bytes(128);
+    const auto plan = [&](std::size_t dst, std::size_t dpitch, std::size_t src, std::size_t spitch) {
+      return engine::plan_copy(byte_rows(bytes.data() + dst, 6, 4, dpitch), byte_rows(bytes.data() + src, 6, 4, spitch),
+                               1, cudaMemcpyHostToHost, "copy");
+    };
+    CHECK(plan(0, 16, 5, 16).error().code() == errc::overlap);  // byte 5: dst row 0's last, src row 0's first
+    CHECK(plan(0, 16, 6, 16));
+    CHECK(plan(5, 16, 0, 16).error().code() == errc::overlap);
+    CHECK(plan(6, 16, 0, 16));
+    CHECK(plan(0, 16, 11, 16).error().code() == errc::overlap);  // byte 16: src row 0's last, dst row 1's first
+    CHECK(plan(0, 16, 10, 16));
+    CHECK(plan(11, 16, 0, 16).error().code() == errc::overlap);
+    CHECK(plan(10, 16, 0, 16));
+    CHECK(plan(26, 16, 0, 7).error().code() == errc::overlap);  // byte 26: src row 3's last, dst row 0's first
+    CHECK(plan(27, 16, 0, 7));
+    CHECK(plan(0, 16, 37, 21).error().code() == errc::overlap);  // byte 37: dst row 2's last, src row 0's first
+    CHECK(plan(0, 16, 38, 21));
+  }
+  SECTION("one row against many") {
+    std::vector<unsigned char> bytes(64, 7);
+    // Row 0 of src is row 1 of dst: with one row they are apart, with two they meet.
+    REQUIRE(engine::copy_sync(byte_rows(bytes.data(), 8, 1, 16), byte_rows(bytes.data() + 16, 8, 1, 16), 1,
+                              cudaMemcpyHostToHost, "copy"));
+    CHECK(engine::plan_copy(byte_rows(bytes.data(), 8, 2, 16), byte_rows(bytes.data() + 16, 8, 2, 16), 1,
+                            cudaMemcpyHostToHost, "copy")
+              .error()
+              .code() == errc::overlap);
+    CHECK(engine::plan_copy(byte_rows(bytes.data(), 9, 1, 16), byte_rows(bytes.data() + 8, 9, 1, 16), 1,
+                            cudaMemcpyHostToHost, "copy")
+              .error()
+              .code() == errc::overlap);
+    // The same left-to-right copy as one row (a 1D copy) and as many.
+    CHECK(engine::plan_copy(byte_rows(bytes.data() + 8, 8, 1, 16), byte_rows(bytes.data(), 8, 1, 16), 1,
+                            cudaMemcpyHostToHost, "copy"));
+    CHECK(engine::plan_copy(byte_rows(bytes.data() + 8, 8, 4, 16), byte_rows(bytes.data(), 8, 4, 16), 1,
+                            cudaMemcpyHostToHost, "copy"));
+  }
+  SECTION("every small shape agrees with a byte map") {
+    std::vector<unsigned char> bytes(256);
+    std::size_t checked = 0, wrong = 0;
+    std::string first_wrong;
+    for (std::size_t width = 1; width <= 5; ++width)
+      for (std::size_t height = 1; height <= 4; ++height)
+        for (std::size_t dpitch = width; dpitch <= 9; ++dpitch)
+          for (std::size_t spitch = width; spitch <= 9; ++spitch)
+            for (std::size_t dst = 0; dst < 8; ++dst)
+              for (std::size_t src = 0; src < 24; ++src) {
+                const bool shared = rows_share_a_byte(dst, dpitch, src, spitch, width, height);
+                const auto planned = engine::plan_copy(byte_rows(bytes.data() + dst, width, height, dpitch),
+                                                       byte_rows(bytes.data() + src, width, height, spitch), 1,
+                                                       cudaMemcpyHostToHost, "copy");
+                ++checked;
+                if (planned.has_value() != !shared || (!planned && planned.error() != errc::overlap)) {
+                  if (wrong++ == 0)
+                    first_wrong = "width " + std::to_string(width) + ", height " + std::to_string(height) + ", dst " +
+                                  std::to_string(dst) + " pitch " + std::to_string(dpitch) + ", src " +
+                                  std::to_string(src) + " pitch " + std::to_string(spitch);
+                }
+              }
+    INFO(first_wrong);
+    CHECK(checked > 100000);
+    CHECK(wrong == 0);
+  }
+  SECTION("many rows: the rows decide, whatever the height") {
+    // dst rows 2^20 bytes apart, src rows 2^20 - 1 apart from byte 2^20 - 1: src row j starts at (2^20 - 1)(j + 1),
+    // dst row i at 2^20 i, and the two meet (gcd 1) only for j + 1 = 2^20, i = 2^20 - 1: the last row of each.
+    // The same for 2^31: a footprint of 2^62 bytes (the addresses are made up; nothing is copied).
+    const auto at = [](std::size_t offset) { return reinterpret_cast<unsigned char*>(std::uintptr_t{0x10000} + offset); };
+    for (const std::size_t n : {std::size_t{1} << 20, std::size_t{1} << 31}) {
+      const auto plan = [&](std::size_t rows) {
+        return engine::plan_copy(byte_rows(at(0), 1, rows, n), byte_rows(at(n - 1), 1, rows, n - 1), 1,
+                                 cudaMemcpyHostToHost, "copy");
+      };
+      CHECK(plan(n - 1));
+      CHECK(plan(n).error().code() == errc::overlap);
+      CHECK(plan(n + 5).error().code() == errc::overlap);
+    }
+    constexpr std::size_t n = std::size_t{1} << 20;
+    // Rows 200 bytes apart at byte 0 (mod 200: bytes 0-9) and 100 apart from byte 50 (mod 100: 50-59): never.
+    CHECK(engine::plan_copy(byte_rows(at(0), 10, n, 200), byte_rows(at(50), 10, n, 100), 1, cudaMemcpyHostToHost,
+                            "copy"));
+    CHECK(engine::plan_copy(byte_rows(at(50), 10, n, 100), byte_rows(at(0), 10, n, 200), 1, cudaMemcpyHostToHost,
+                            "copy"));
+  }
+}
+
+TEST_CASE("a one-row 2D operand follows the row rule, and 1D spans have no pitch", "[pitched][copy]") {
+  std::vector<int> source = counting(12, 1);
+  std::vector<int> target(12, poison);
+  // A row that fits its pitch: one row of a view, or of copy_2d, copies as one contiguous row.
+  REQUIRE(copy_2d(host_ptr<int>(target.data()), 20, host_ptr<const int>(source.data()), 20, 20, 1));
+  CHECK(std::vector<int>(target.begin(), target.begin() + 6) == std::vector<int>{1, 2, 3, 4, 5, poison});
+  const host_pitched_span<int> one_row(host_ptr<int>(target.data()), 12, 1, 64);
+  REQUIRE(copy(one_row, span(std::as_const(source))));
+  CHECK(target == source);
+  // A one-row view reshapes to many rows of as many elements when its pitch holds its row.
+  std::vector<int> grid(3 * 8, poison);
+  const host_pitched_span<int> rows(host_ptr<int>(grid.data()), 4, 3, 8 * sizeof(int));
+  REQUIRE(copy(rows, host_pitched_span<const int>(host_ptr<const int>(source.data()), 12, 1, 48)));
+  for (std::size_t i = 0; i < grid.size(); ++i) CHECK(grid[i] == (i % 8 < 4 ? source[i / 8 * 4 + i % 8] : poison));
+  // 1D spans: pitch 0 in the engine, never refused for it.
+  std::fill(target.begin(), target.end(), poison);
+  REQUIRE(copy(span(target), span(std::as_const(source))));
+  CHECK(target == source);
+  REQUIRE(fill_bytes(span(target), 0));
+  CHECK(target == std::vector<int>(12, 0));
+  REQUIRE(engine::copy_sync({target.data(), 12, 1, 0, device_id::host(), detail::kind_id::host},
+                            {source.data(), 12, 1, 0, device_id::host(), detail::kind_id::host}, sizeof(int),
+                            cudaMemcpyHostToHost, "copy"));
+  CHECK(target == source);
 }
 
 TEST_CASE("2D copies of device views are checked before CUDA is called", "[pitched][copy]") {

@@ -85,8 +85,43 @@ void launch_copy2d(const region& d, const region& s, unsigned sms, cudaStream_t 
     copy2d_narrow<V><<<static_cast<unsigned>(blocks < target ? blocks : target), copy2d_threads, 0, stream>>>(a);
   }
 }
+/// Where an operand's footprint lies against the allocation that holds its first byte, as the driver knows it.
+struct allocation_fit {
+  enum { inside, past_end, unknown } where;
+  std::uintptr_t base, size;
+};
+inline allocation_fit fit_in_allocation(const region& r) noexcept {
+  const auto lookup = driver().mem_get_address_range;
+  unsigned long long base = 0;
+  std::size_t size = 0;
+  const auto first = reinterpret_cast<std::uintptr_t>(r.addr);
+  if (lookup == nullptr || lookup(&base, &size, static_cast<unsigned long long>(first)) != cudaSuccess || first < base ||
+      first - base >= size)
+    return {allocation_fit::unknown, 0, 0};
+  return {r.footprint <= size - (first - base) ? allocation_fit::inside : allocation_fit::past_end, base, size};
+}
+// `r` runs past the end of its allocation, where the kernel would reach the memory beyond. cudaMemcpy2DAsync judges
+// (memory mapped side by side can be one copy to it); where it refuses, as it does past a cudaMalloc allocation, the
+// refusal names the operand, its footprint and the allocation.
+[[gnu::cold, gnu::noinline]] inline result<bool> copy2d_past_end(const plan& p, const region& r,
+                                                                 const allocation_fit& fit, stream_ref on,
+                                                                 const char* api) noexcept {
+  const region &d = p.dst, &s = p.src;
+  const cudaError_t raw = cudaMemcpy2DAsync(d.addr, d.pitch, s.addr, s.pitch, d.row_bytes, d.rows, p.direction, on.get());
+  if (raw == cudaSuccess) return true;
+  if (raw != cudaErrorInvalidValue) return check(raw, api, "cudaMemcpy2DAsync").error();
+  (void)cudaGetLastError();  // the refusal is reported here, not left in the runtime's last-error slot
+  const auto first = reinterpret_cast<std::uintptr_t>(r.addr);
+  return error(errc::out_of_range, api,
+               "%s (%zu rows of %zu bytes, %zu apart) spans [%#zx, %#zx), past the end of its allocation [%#zx, %#zx)",
+               &r == &d ? "dst" : "src", r.rows, r.row_bytes, r.pitch, static_cast<std::size_t>(first),
+               static_cast<std::size_t>(first + r.footprint), static_cast<std::size_t>(fit.base),
+               static_cast<std::size_t>(fit.base + fit.size));
+}
 /// Launches a same-device 2D copy on `on` with the widest access (16, 8, 4 bytes) that divides addresses and pitches.
-/// False, launching nothing, where cudaMemcpy2DAsync does as well (docs/decisions.md) or for 2^32 rows or more.
+/// False, launching nothing, where cudaMemcpy2DAsync does as well (docs/decisions.md) or for 2^32 rows or more, and
+/// where the driver does not know an operand's allocation. A footprint past the end of its allocation is refused as
+/// cudaMemcpy2DAsync refuses it: the kernel never reaches memory that the copy's operands do not own.
 inline result<bool> copy2d_launch(const plan& p, stream_ref on, const char* api) noexcept {
   const region &d = p.dst, &s = p.src;
   const std::uintptr_t bits =
@@ -99,6 +134,11 @@ inline result<bool> copy2d_launch(const plan& p, stream_ref on, const char* api)
   if (!sms) return sms.error();
   auto guard = device_guard::set(*device);  // a launch goes to the current device
   if (!guard) return guard.error().with_api(api);
+  for (const region* r : {&d, &s}) {
+    const allocation_fit fit = fit_in_allocation(*r);
+    if (fit.where == allocation_fit::unknown) return false;
+    if (fit.where == allocation_fit::past_end) return copy2d_past_end(p, *r, fit, on, api);
+  }
   const auto count = static_cast<unsigned>(*sms);
   if (align == 16) launch_copy2d<uint4>(d, s, count, on.get());
   else if (align == 8) launch_copy2d<uint2>(d, s, count, on.get());

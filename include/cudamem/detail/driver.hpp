@@ -18,6 +18,8 @@ struct driver_calls {
   cudaError_t (*exchange_capture_mode)(cudaStreamCaptureMode*) = nullptr;
   cudaError_t (*event_record)(cudaEvent_t, cudaStream_t) = nullptr;
   cudaError_t (*event_query)(cudaEvent_t) = nullptr;
+  // The 2D kernel's allocation check: cuMemGetAddressRange, CUdeviceptr being unsigned long long.
+  cudaError_t (*mem_get_address_range)(unsigned long long*, std::size_t*, unsigned long long) = nullptr;
 };
 
 // One table per default-stream flavour; out of line, so that driver_table() inlines to the check of its guard.
@@ -38,6 +40,7 @@ template <bool PerThread>
   load("cuThreadExchangeStreamCaptureMode", t.exchange_capture_mode);
   load("cuEventRecord", t.event_record);
   load("cuEventQuery", t.event_query);
+  load("cuMemGetAddressRange", t.mem_get_address_range);
   if (earlier == cudaSuccess) (void)cudaGetLastError();  // a failed lookup's own error, not the caller's
   return t;
 }

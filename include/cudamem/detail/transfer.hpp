@@ -16,6 +16,7 @@
 namespace cudamem::detail {
 
 /// One side of a transfer, untyped: `height` rows of `width` elements, `pitch` bytes apart; host and pinned: host().
+/// Pitch 0 with one row is a 1D span (contiguous, no pitch); any other pitch must hold a row, also for one row.
 struct operand {
   const void* addr = nullptr;
   std::size_t width = 0, height = 1, pitch = 0;
@@ -52,8 +53,8 @@ struct region {
     return error(errc::invalid_argument, api, "%s is null with %zu elements", role, o.width);
   if (r.addr == nullptr)
     return error(errc::invalid_argument, api, "%s is null with %zu x %zu elements", role, o.width, o.height);
-  if (r.rows > 1 && r.pitch < r.row_bytes)
-    return error(errc::invalid_argument, api, "%s pitch (%zu bytes) is less than its row (%zu bytes)", role, r.pitch,
+  if (o.pitch < r.row_bytes && (r.rows > 1 || o.pitch != 0))  // folds away for 1D spans (one row, pitch 0)
+    return error(errc::invalid_argument, api, "%s pitch (%zu bytes) is less than its row (%zu bytes)", role, o.pitch,
                  r.row_bytes);
   std::size_t end = 0;
   if (__builtin_mul_overflow(r.pitch, r.rows - 1, &r.footprint) ||
@@ -92,6 +93,65 @@ inline status check_pitch_limits(const plan& p, const char* api) noexcept {
                    r == &p.dst ? "dst" : "src", r->pitch, *limit);
   return {};
 }
+__extension__ typedef unsigned __int128 wide_uint;  // sums and products of two 64-bit values, exactly
+__extension__ typedef __int128 wide_int;
+// The sum over k in [0, n) of floor((a k + b) / m), modulo 2^128 (a difference of two such sums below 2^128 is exact),
+// in O(log m) steps of Euclid's algorithm; n, m, a below 2^64, m > 0.
+inline wide_uint floor_sum(wide_uint n, wide_uint m, wide_uint a, wide_uint b) noexcept {
+  wide_uint sum = 0;
+  for (;;) {
+    if (a >= m) sum += (n % 2 == 0 ? n / 2 * (n - 1) : (n - 1) / 2 * n) * (a / m), a %= m;
+    if (b >= m) sum += n * (b / m), b %= m;
+    const wide_uint top = a * n + b;  // below m (n + 1): no wrap
+    if (top < m) return sum;
+    n = top / m;
+    b = top % m;
+    std::swap(m, a);
+  }
+}
+// Whether a row of dst (`rows` rows of `width` bytes from `to`, `dpitch` apart) shares a byte with one of src (from
+// `from`, `spitch` apart), pitches at least `width`. With c(i) = to + i dpitch + width - 1 - from, src row j meets dst
+// row i when c(i) - (2 width - 2) <= j spitch <= c(i); only j = floor(c(i) / spitch) can, and for the rows i where
+// that j is a row of src, it does when c(i) mod spitch <= 2 width - 2: counted with two floor sums, O(log spitch).
+inline bool rows_meet(std::uintptr_t to, std::size_t dpitch, std::uintptr_t from, std::size_t spitch,
+                      std::size_t width, std::size_t rows) noexcept {
+  const wide_int c0 = wide_int{to} - wide_int{from} + wide_int{width} - 1, step = dpitch;
+  const wide_uint reach = 2 * wide_uint{width} - 2;
+  const auto first_reaching = [&](wide_int at) {  // the first dst row i with c(i) >= at
+    return at <= c0 ? wide_uint{0} : static_cast<wide_uint>((at - c0 + step - 1) / step);
+  };
+  const wide_uint low = first_reaching(0), past = first_reaching(wide_int{rows} * spitch);
+  const wide_uint high = past < rows ? past : wide_uint{rows};
+  // Row `high`, if any, would meet src's rows past the last: only the last can be in reach.
+  if (high < rows && c0 + static_cast<wide_int>(high) * step - static_cast<wide_int>(reach) <=
+                         static_cast<wide_int>(rows - 1) * spitch)
+    return true;
+  if (low >= high) return false;
+  const wide_uint n = high - low, m = spitch;
+  if (reach >= m - 1) return true;  // every remainder is in reach
+  const wide_uint c = static_cast<wide_uint>(c0 + static_cast<wide_int>(low) * step) % m;
+  // floor((x + m - 1 - reach) / m) - floor(x / m) is 1 where x mod m > reach, else 0.
+  const wide_uint out_of_reach = floor_sum(n, m, dpitch, c + m - 1 - reach) - floor_sum(n, m, dpitch, c);
+  return out_of_reach < n;
+}
+// The exact overlap test of two operands of `rows` > 1 rows of `row_bytes` each, whose footprints intersect: whether
+// a row of one shares a byte with a row of the other. Equal pitches: rows are intervals modulo the pitch, O(1).
+// Unequal pitches: rows_meet, O(log pitch) whatever the height (docs/copies.md).
+[[gnu::noinline]] inline status check_rows_disjoint(const region& d, const region& s, const char* api) noexcept {
+  const std::uintptr_t to = reinterpret_cast<std::uintptr_t>(d.addr), from = reinterpret_cast<std::uintptr_t>(s.addr);
+  const std::size_t width = d.row_bytes, rows = d.rows;
+  bool shared = false;
+  if (d.pitch == s.pitch) {
+    // Row k of the earlier operand starts `distance - k * pitch` before row 0 of the later one; only the two k nearest
+    // to distance / pitch can bring them within a row (width <= pitch).
+    const std::size_t pitch = d.pitch, distance = to < from ? from - to : to - from;
+    const std::size_t whole = distance / pitch, rest = distance % pitch;
+    shared = (rest < width && whole < rows) || (pitch - rest < width && whole < rows - 1);
+  } else {
+    shared = rows_meet(to, d.pitch, from, s.pitch, width, rows);
+  }
+  return shared ? error(errc::overlap, api, "source and destination overlap (rows of each share bytes)") : status();
+}
 // plan_copy for operands of equal heights.
 [[gnu::always_inline]] inline status plan_shaped(plan& p, const operand& dst, const operand& src, std::size_t elem_size,
                                                  cudaMemcpyKind direction, const char* api) noexcept {
@@ -106,8 +166,11 @@ inline status check_pitch_limits(const plan& p, const char* api) noexcept {
   CUDAMEM_TRY(check_operand(src, elem_size, "src", api, p.src));
   if (p.dst.empty()) return {};
   const auto to = reinterpret_cast<std::uintptr_t>(p.dst.addr), from = reinterpret_cast<std::uintptr_t>(p.src.addr);
-  if (to < from + p.src.footprint && from < to + p.dst.footprint)
-    return error(errc::overlap, api, "source and destination overlap");
+  // Intersecting footprints: for one row (always a 1D copy) they are the rows; for more, the rows decide.
+  if (to < from + p.src.footprint && from < to + p.dst.footprint) [[unlikely]] {
+    if (p.dst.rows == 1) return error(errc::overlap, api, "source and destination overlap");
+    CUDAMEM_TRY(check_rows_disjoint(p.dst, p.src, api));
+  }
   // One row is flat: known at compile time for 1D views, where the pitch check then folds away.
   return dst.height == 1 || p.flat() || p.pageable() ? status() : check_pitch_limits(p, api);
 }
@@ -117,14 +180,19 @@ inline status check_pitch_limits(const plan& p, const char* api) noexcept {
   operand d = dst, s = src;
   for (auto [flat, shaped] : {std::pair{&d, &s}, std::pair{&s, &d}})
     if (flat->height == 1 && shaped->height > 1 && flat->width % shaped->height == 0 &&
-        flat->width / shaped->height == shaped->width && steppable(shaped->width, elem_size))
+        flat->width / shaped->height == shaped->width && steppable(shaped->width, elem_size)) {
+      if (flat->pitch != 0) {  // a one-row 2D operand: its pitch must hold its row before the pitch is replaced
+        region checked;
+        CUDAMEM_TRY(check_operand(*flat, elem_size, flat == &d ? "dst" : "src", api, checked));
+      }
       *flat = {flat->addr, shaped->width, shaped->height, shaped->width * elem_size, flat->device, flat->kind};
+    }
   if (d.height != s.height)
     return error(errc::extents_mismatch, api, "extents differ (dst %zu x %zu, src %zu x %zu)", dst.width, dst.height,
                  src.width, src.height);
   return plan_shaped(p, d, s, elem_size, direction, api);
 }
-/// Checks a copy into `p`: extents (1D matches 2D of as many elements), operands, footprint overlap, pitch limit.
+/// Checks a copy into `p`: extents (1D matches 2D of as many elements), operands, overlap of rows, pitch limit.
 [[gnu::always_inline]] inline status plan_copy(plan& p, const operand& dst, const operand& src, std::size_t elem_size,
                                                cudaMemcpyKind direction, const char* api) noexcept {
   if (dst.height != src.height) [[unlikely]]
