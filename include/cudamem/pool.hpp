@@ -101,8 +101,9 @@ class caching_pool {
     }
     return allocate_checked(s, bytes, alignment);
   }
-  /// Caches a block for `s`, its last use's stream; does not synchronize. A default or capturing stream gives it to
-  /// the upstream in its order; on a moved-from one it stays in use. Failures go to the release handler.
+  /// Caches a block for `s`, its last use's stream; does not synchronize. A default stream, or one of another device
+  /// than the block's, gives it to the upstream in its order; a capturing one keeps it for the graph until the pool
+  /// goes; on a moved-from one it stays in use. Failures go to the release handler.
   [[gnu::always_inline]] void deallocate(stream_ref s, void* p, std::size_t bytes, std::size_t) noexcept {
     if (stream_state* st = known_state(s, bytes, 1); st != nullptr && p != nullptr) [[likely]]
       if (order_.usable(s, "caching_pool::deallocate") && cache(*st, p, detail::class_of_checked(bytes), s)) return;
@@ -111,6 +112,7 @@ class caching_pool {
 
   void trim() noexcept { give_back(false); }  ///< Gives back the cached blocks known done; does not wait.
   void release() noexcept { give_back(true); }  ///< Waits for all cached blocks' streams, gives all back.
+  // Neither gives back the blocks freed during captures: the destructor does.
   /// A snapshot of the counters.
   [[nodiscard]] caching_statistics statistics() const noexcept {
     caching_statistics out;
