@@ -18,6 +18,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <bit>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -54,15 +55,19 @@ struct caching_statistics {
 };
 
 /// Caches blocks of `Upstream` per (stream, size class): reused on the freeing stream at once, on another stream of
-/// its device once an event shows the free done. Out of memory: gives the cache back, retries once. Thread-safe;
-/// caches for max_streams streams, the rest use the upstream; refuses capturing streams. The release handler must not
-/// call into the pool; the pool must outlive its buffers. `StreamOrder` tells streams apart and orders them.
+/// its device once an event shows the free done. A block freed on another device's stream goes back to the upstream.
+/// Out of memory: gives the cache back, retries once. Thread-safe; caches for max_streams streams (finished caches
+/// give their place up), the rest use the upstream; refuses to allocate on capturing streams and keeps blocks freed
+/// there until its destruction. Gives blocks back on a stream of its own. The release handler must not call into the
+/// pool; the pool must outlive its buffers and the graphs that used them. `StreamOrder` tells streams apart.
 template <class Upstream, class StreamOrder = detail::cuda_stream_order>
 class caching_pool {
  public:
   using kind = typename Upstream::kind;  ///< the upstream's kind
   static constexpr std::size_t block_alignment = 256;  ///< every block is this aligned (CUDA's guarantee)
   static constexpr std::size_t max_streams = 64;       ///< streams with a cache at once
+  /// Streams in slots from here on record an event at each free, so that their caches can be taken over once done.
+  static constexpr std::size_t eager_slots_from = max_streams * 3 / 4;
   static constexpr bool selects_device = true;  ///< it makes the stream's device current for the upstream's calls
 
   /// A pool over `upstream`.
@@ -70,9 +75,18 @@ class caching_pool {
       : upstream_(upstream), order_(std::move(order)) {}
   caching_pool(const caching_pool&) = delete;
   caching_pool& operator=(const caching_pool&) = delete;
-  /// Gives every cached block back (waits for their streams).
+  /// Gives every cached block back (waits for their streams), and the blocks freed during captures after a wait for
+  /// their devices (the graphs that used them must be done).
   ~caching_pool() {
     release();
+    [[maybe_unused]] const auto relaxed = order_.relaxed();
+    std::vector<int> waited;
+    for (const auto& [device, address, bytes] : captured_) {
+      if (std::ranges::find(waited, device) == waited.end() && order_.wait_device(device)) waited.push_back(device);
+      if (std::ranges::find(waited, device) == waited.end()) continue;  // the release handler heard: it stays
+      if (order_.give_back(device, [&](stream_ref s) { upstream_.deallocate(s, address, bytes, block_alignment); }))
+        reserve(0 - bytes, std::size_t(0) - 1);
+    }
     for (auto& st : states_) order_.destroy(st->event);
   }
 
@@ -88,8 +102,9 @@ class caching_pool {
     }
     return allocate_checked(s, bytes, alignment);
   }
-  /// Caches a block for `s`, its last use's stream; does not synchronize. A default or capturing stream gives it to
-  /// the upstream in its order; on a moved-from one it stays in use. Failures go to the release handler.
+  /// Caches a block for `s`, its last use's stream; does not synchronize. A default stream, or one of another device
+  /// than the block's, gives it to the upstream in its order; a capturing one keeps it for the graph until the pool
+  /// goes; on a moved-from one it stays in use. Failures go to the release handler.
   [[gnu::always_inline]] void deallocate(stream_ref s, void* p, std::size_t bytes, std::size_t) noexcept {
     if (stream_state* st = known_state(s, bytes, 1); st != nullptr && p != nullptr) [[likely]]
       if (order_.usable(s, "caching_pool::deallocate") && cache(*st, p, detail::class_of_checked(bytes), s)) return;
@@ -98,6 +113,7 @@ class caching_pool {
 
   void trim() noexcept { give_back(false); }  ///< Gives back the cached blocks known done; does not wait.
   void release() noexcept { give_back(true); }  ///< Waits for all cached blocks' streams, gives all back.
+  // Neither gives back the blocks freed during captures: the destructor does.
   /// A snapshot of the counters.
   [[nodiscard]] caching_statistics statistics() const noexcept {
     caching_statistics out;
@@ -131,6 +147,7 @@ class caching_pool {
     const int device;
     alignas(64) mutable detail::spin_lock lock;
     bool demanded = false;  // another stream found blocks no event covers: record one at our next call
+    bool eager = false;     // in a slot from eager_slots_from: demanded stays set, each free is covered at once
     bool retired = false;   // its stream is gone or its slot was taken: never cached into again
     marker event{};
     std::uint64_t frees = 0, recorded = 0, passed = 0;  // frees so far; frees the last record covers; known done
@@ -154,6 +171,26 @@ class caching_pool {
     if (blocks == 1) upstream_allocations_.fetch_add(1, std::memory_order_relaxed);
     std::size_t peak = peak_.load(std::memory_order_relaxed);
     while (blocks == 1 && now > peak && !peak_.compare_exchange_weak(peak, now, std::memory_order_relaxed)) {}
+  }
+  static std::uint64_t device_bit(int device) noexcept {  // devices from 63 share a bit: they are asked for
+    return std::uint64_t{1} << std::clamp(device, 0, 63);
+  }
+  void served(int device) noexcept {  // before the block is handed out, so every free of it sees the bit
+    if (device < 0) return;  // CUDA could not say: its frees ask CUDA where the pool serves several devices
+    const std::uint64_t bit = device_bit(device);
+    if ((served_.load(std::memory_order_relaxed) & bit) == 0) served_.fetch_or(bit, std::memory_order_relaxed);
+  }
+  // The device of block `p`: the one device the pool has taken blocks from (no call), else CUDA's answer.
+  int block_device(void* p, int fallback) const noexcept {
+    const std::uint64_t devices = served_.load(std::memory_order_relaxed);
+    if (devices != 0 && (devices & (devices - 1)) == 0 && devices != device_bit(63)) return std::countr_zero(devices);
+    return order_.device_of(p).value_or(fallback);
+  }
+  // Whether `p` may be cached for `st`'s stream: a block of its device. One load where the pool serves one device.
+  bool belongs(const stream_state& st, void* p) const noexcept {
+    if (served_.load(std::memory_order_relaxed) == device_bit(st.device) && st.device < 63) [[likely]]
+      return true;
+    return block_device(p, st.device) == st.device;
   }
   int device_for(const stream_state* st, stream_ref s) const noexcept {  // for the upstream; -1: the current one
     if (st != nullptr && st != &overflow_) return st->device;
@@ -192,8 +229,13 @@ class caching_pool {
   [[gnu::noinline]] result<void*> allocate_from(stream_state* st, detail::size_class cls, stream_ref s) noexcept {
     if (st != &overflow_)
       if (void* other = take_other(*st, cls)) return other;
-    auto from_upstream = [&, device = device_for(st, s)] {
-      return order_.on_device(device, [&] { return upstream_.allocate(s, cls.bytes, block_alignment); });
+    const int device = device_for(st, s);
+    auto from_upstream = [&] {
+      return order_.on_device(device, [&]() -> result<void*> {
+        auto got = upstream_.allocate(s, cls.bytes, block_alignment);
+        if (got) served(device >= 0 ? device : order_.current_device());  // -1: a default stream, on the current one
+        return got;
+      });
     };
     auto fresh = from_upstream();
     if (!fresh && (fresh.error() == cudaErrorMemoryAllocation || fresh.error() == errc::out_of_memory)) {
@@ -207,7 +249,10 @@ class caching_pool {
     st->in_use(cls.bytes, 1);
     return *fresh;
   }
+  // False: `st` retired, or `p` is another device's block (it must not be handed out as `st`'s device's).
   [[gnu::always_inline]] bool cache(stream_state& st, void* p, detail::size_class cls, stream_ref s) noexcept {
+    if (!belongs(st, p)) [[unlikely]]
+      return false;
     {
       const std::lock_guard<detail::spin_lock> lock(st.lock);
       if (!st.retired && st.lists && !st.demanded) [[likely]] {
@@ -227,10 +272,17 @@ class caching_pool {
     constexpr const char* api = "caching_pool::deallocate";
     const detail::size_class cls = detail::class_of(bytes, api).value_or(detail::size_class{0, bytes});
     status usable = order_.usable(s, api);
+    if (!usable && usable.error() == errc::capture_active) {
+      // The captured work uses the block whenever the graph is launched: a free in the capture would be a free node
+      // of memory the graph did not allocate. It stays in use, out of every cache, until the pool's destruction.
+      const std::lock_guard<std::mutex> lock(mutex_);
+      captured_.emplace_back(block_device(p, device_for(nullptr, s)), p, cls.bytes);
+      return;
+    }
     for (int attempt = 0; usable && attempt < 2; ++attempt) {  // once more if the state retired under us
       auto found = state_for(s, api);
       if (!found) (void)(usable = found.error());
-      else if (*found == &overflow_) break;
+      else if (*found == &overflow_ || !belongs(**found, p)) break;  // another device's block: to the upstream
       else if (cache(**found, p, cls, s)) return;
     }
     if (!usable) report_release_failure(usable.error());
@@ -238,7 +290,9 @@ class caching_pool {
     std::unique_lock<detail::spin_lock> lock(overflow_.lock);  // before `reserve`: statistics() reads in-use first
     overflow_.in_use(0 - cls.bytes, std::size_t(0) - 1);
     lock.unlock();
-    order_.on_device(device_for(nullptr, s), [&] { upstream_.deallocate(s, p, cls.bytes, block_alignment); });
+    // On the block's own device, in the order of `s` (its last use), which may be another device's stream.
+    order_.on_device(block_device(p, device_for(nullptr, s)),
+                     [&] { upstream_.deallocate(s, p, cls.bytes, block_alignment); });
     reserve(0 - cls.bytes, std::size_t(0) - 1);
   }
   // The state of a stream object's reference (by the id it carries) for a request the fast path serves, else null.
@@ -298,11 +352,36 @@ class caching_pool {
     if (at_handle != nullptr) retire(slot, false);
     for (std::size_t i = 0; i < used && slot == max_streams; ++i)  // all taken
       if (retire(i, true)) slot = i;
+    std::unique_ptr<std::vector<block>[]> taken_over;  // else a finished state's blocks, kept by the new state
+    if (slot == max_streams) slot = take_over(*device, taken_over, gone);
     if (slot == max_streams) return &overflow_;
     states_.push_back(std::make_unique<stream_state>(s.get(), id, *device));
-    slots_[slot].store(states_.back().get(), std::memory_order_release);
+    stream_state& made = *states_.back();
+    made.eager = made.demanded = slot >= eager_slots_from;
+    made.lists = std::move(taken_over);
+    made.frees = made.recorded = made.passed = newest(made);  // the blocks taken over are finished: for any stream
+    slots_[slot].store(&made, std::memory_order_release);
     if (slot == used) used_.store(used + 1, std::memory_order_release);  // after the slot, never before
     return states_.back().get();
+  }
+  // Under mutex_, every slot taken: retires the next state (round robin) of `device` whose cached blocks are all known
+  // finished, moving them to `blocks`; its slot, else max_streams. Eager slots' states are the ones found.
+  std::size_t take_over(int device, std::unique_ptr<std::vector<block>[]>& blocks, marker& gone) noexcept {
+    for (std::size_t n = 0; n < max_streams; ++n) {
+      const std::size_t at = (prune_from_ + n) % max_streams;
+      stream_state& old = *slots_[at].load(std::memory_order_relaxed);
+      if (old.device != device) continue;
+      const std::lock_guard<detail::spin_lock> held(old.lock);
+      const std::uint64_t cached = newest(old);
+      if (cached == 0 || !is_done(old, block{nullptr, cached})) continue;  // a later mark covers the earlier ones
+      blocks = std::move(old.lists);
+      old.retired = true;
+      old.demanded = false;
+      gone = drop(old);
+      prune_from_ = at + 1;
+      return at;
+    }
+    return max_streams;
   }
   [[gnu::always_inline]] void* take_own(stream_state& st, detail::size_class cls, stream_ref s) noexcept {
     {
@@ -319,8 +398,8 @@ class caching_pool {
     const auto out = f();
     status marked;
     if (st.demanded) {
-      st.demanded = false;
-      marked = order_.mark(st.event, st.device, s);
+      st.demanded = st.eager;  // an eager state records after each free
+      if (st.recorded != st.frees) marked = order_.mark(st.event, st.device, s);
       if (marked) st.recorded = st.frees;
     }
     lock.unlock();
@@ -366,6 +445,7 @@ class caching_pool {
     std::vector<std::tuple<int, void*, std::size_t>> leaving;  // device, address, bytes
     std::vector<marker> gone;  // events of retired states: destroyed with no lock held
     std::unique_lock<std::mutex> lock(mutex_);
+    leaving.swap(stranded_);  // finished blocks an earlier give-back could not return
     if (wait) wait_for_cached();
     for (auto& held : states_) {
       stream_state& st = *held;
@@ -382,10 +462,15 @@ class caching_pool {
     }
     lock.unlock();
     for (marker m : gone) order_.destroy(m);
+    std::vector<std::tuple<int, void*, std::size_t>> kept;  // no stream to free them on: cached, still reserved
     for (auto& [device, address, bytes] : leaving) {
-      order_.give_back(device, [&](stream_ref s) { upstream_.deallocate(s, address, bytes, block_alignment); });
-      reserve(0 - bytes, std::size_t(0) - 1);
+      if (order_.give_back(device, [&](stream_ref s) { upstream_.deallocate(s, address, bytes, block_alignment); }))
+        reserve(0 - bytes, std::size_t(0) - 1);
+      else kept.emplace_back(device, address, bytes);
     }
+    if (kept.empty()) return;
+    lock.lock();
+    stranded_.insert(stranded_.end(), kept.begin(), kept.end());
   }
   // Under mutex_: waits for cached frees by the event that covers them, else for their device. Nothing is recorded
   // here: the pool knows a state's stream only by handle and id, and the stream may be gone, its handle another
@@ -413,12 +498,16 @@ class caching_pool {
 
   Upstream& upstream_;
   [[no_unique_address]] StreamOrder order_;
-  mutable std::mutex mutex_;  // states_ and slot changes
+  mutable std::mutex mutex_;  // states_, slot changes, stranded_, captured_, prune_from_
   std::vector<std::unique_ptr<stream_state>> states_;  // every state made, live or retired, until destruction
+  std::vector<std::tuple<int, void*, std::size_t>> stranded_;  // finished, not yet given back (device, address, bytes)
+  std::vector<std::tuple<int, void*, std::size_t>> captured_;  // freed during a capture: the graphs' until destruction
+  std::size_t prune_from_ = 0;  // where the next search for a finished state to take over begins
   std::atomic<stream_state*> slots_[max_streams] = {};
   std::atomic<std::size_t> used_{0};
   stream_state overflow_{nullptr, 0, -1};
   std::atomic<std::size_t> reserved_bytes_{0}, reserved_blocks_{0}, peak_{0}, upstream_allocations_{0}, retries_{0};
+  std::atomic<std::uint64_t> served_{0};  // a bit per device the pool has taken blocks from (63: 63 and above)
 };
 static_assert(memory_resource_for<caching_pool<device_pool_resource>, device>);
 

@@ -380,3 +380,145 @@ TEST_CASE("many threads register, look up and allocate at once", "[pool][registr
   CHECK(pool.statistics().blocks_in_use == 0);
   CHECK(detail::allocators().empty());
 }
+
+namespace {
+int device_of(const void* p) {
+  cudaPointerAttributes attributes{};
+  REQUIRE(cudaPointerGetAttributes(&attributes, p) == cudaSuccess);
+  return attributes.device;
+}
+int free_nodes(cudaGraph_t graph, std::size_t& nodes) {  // the graph's memory-free nodes; `nodes`: all of them
+  nodes = 0;
+  REQUIRE(cudaGraphGetNodes(graph, nullptr, &nodes) == cudaSuccess);
+  std::vector<cudaGraphNode_t> all(nodes);
+  REQUIRE(cudaGraphGetNodes(graph, all.data(), &nodes) == cudaSuccess);
+  int frees = 0;
+  for (cudaGraphNode_t node : all) {
+    cudaGraphNodeType type{};
+    REQUIRE(cudaGraphNodeGetType(node, &type) == cudaSuccess);
+    frees += type == cudaGraphNodeTypeMemFree;
+  }
+  return frees;
+}
+}  // namespace
+
+// Without the device check, the block of device 0 would be cached for s1 and handed out as device 1's memory, and
+// the fill on device 1 (no peer access) would fault.
+TEST_CASE("a caching pool never hands a block of one device to another device's stream", "[pool][multi_gpu]") {
+  auto s0 = take(stream::create(device_id(0)));
+  auto s1 = take(stream::create(device_id(1)));
+  device_pool_resource upstream;
+  caching_pool<device_pool_resource> pool(upstream);
+  { auto warm = take(device_buffer<int>::allocate(1000, s1, pool)); }  // s1 has a cache of its own
+  void* zero_address = nullptr;
+  {
+    auto block = take(device_buffer<int>::allocate(1000, s0, pool));
+    REQUIRE(block.device() == device_id(0));
+    zero_address = block.data().get();
+    REQUIRE_OK(fill(block, 3, s0));
+    REQUIRE_OK(s0.synchronize());
+    block.set_stream(s1.ref());  // freed on device 1's stream
+  }
+  std::vector<device_buffer<int>> later;
+  for (int i = 0; i < 3; ++i) {
+    later.push_back(take(device_buffer<int>::allocate(1000, s1, pool)));
+    CHECK(later.back().device() == device_id(1));
+    CHECK(device_of(later.back().data().get()) == 1);  // the runtime's own answer
+    CHECK(later.back().data().get() != zero_address);
+    REQUIRE_OK(fill(later.back(), i, s1));
+  }
+  REQUIRE_OK(s1.synchronize());
+  for (int i = 0; i < 3; ++i) CHECK(test::read_back(later[std::size_t(i)].view()) == std::vector<int>(1000, i));
+  CHECK(pool.statistics().blocks_in_use == 3);
+  CHECK(pool.statistics().blocks_reserved == 3);  // device 0's block went back to the upstream
+  later.clear();
+  REQUIRE_OK(s1.synchronize());
+  CHECK(pool.statistics().blocks_in_use == 0);
+  CHECK(cudaGetLastError() == cudaSuccess);
+}
+
+// The thread captures its own default stream (thread-local mode); the pool's give-backs must not join that capture.
+TEST_CASE("trim and release during a capture of the per-thread default stream put nothing into it", "[pool][graph]") {
+  auto worker = take(stream::create());
+  auto target = take(device_buffer<int>::allocate(1000));
+  device_pool_resource upstream;
+  caching_pool<device_pool_resource> pool(upstream);
+  {
+    std::vector<device_buffer<int>> blocks;
+    for (std::size_t i = 0; i < 4; ++i) {
+      blocks.push_back(take(device_buffer<int>::allocate(1000 * (i + 1), worker, pool)));
+      REQUIRE_OK(fill(blocks.back(), int(i), worker));
+    }
+  }
+  REQUIRE(pool.statistics().blocks_cached == 4);
+
+  REQUIRE(cudaStreamBeginCapture(cudaStreamPerThread, cudaStreamCaptureModeThreadLocal) == cudaSuccess);
+  const cudaError_t memset = cudaMemsetAsync(target.data().get(), 0, target.size_bytes(), cudaStreamPerThread);
+  pool.trim();
+  pool.release();  // an event on the worker, then the blocks go back on the pool's own stream
+  const caching_statistics after = pool.statistics();
+  cudaStreamCaptureStatus during = cudaStreamCaptureStatusNone;
+  const cudaError_t queried = cudaStreamIsCapturing(cudaStreamPerThread, &during);
+  cudaGraph_t graph = nullptr;
+  const cudaError_t ended = cudaStreamEndCapture(cudaStreamPerThread, &graph);
+
+  CHECK(memset == cudaSuccess);
+  CHECK(queried == cudaSuccess);
+  CHECK(during == cudaStreamCaptureStatusActive);  // not invalidated
+  REQUIRE(ended == cudaSuccess);
+  std::size_t nodes = 0;
+  CHECK(free_nodes(graph, nodes) == 0);
+  CHECK(nodes == 1);  // the memset only
+  CHECK(after.blocks_reserved == 0);  // all four really went back
+  CHECK(after.bytes_reserved == 0);
+  CHECK(after.blocks_cached == 0);
+  CHECK(after.blocks_in_use == 0);
+  cudaGraphExec_t exec = nullptr;
+  REQUIRE(cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess);
+  REQUIRE(cudaGraphLaunch(exec, worker.get()) == cudaSuccess);
+  REQUIRE_OK(worker.synchronize());
+  CHECK(test::read_back(target.view()) == std::vector<int>(1000, 0));
+  CHECK(cudaGraphExecDestroy(exec) == cudaSuccess);
+  CHECK(cudaGraphDestroy(graph) == cudaSuccess);
+  CHECK(cudaGetLastError() == cudaSuccess);
+}
+
+TEST_CASE("a pool block freed on a capturing stream is no free node of the graph and outlives its replays",
+          "[pool][graph]") {
+  auto s = take(stream::create());
+  auto out = take(pinned_buffer<int>::allocate(1000));
+  device_pool_resource upstream;
+  {
+    caching_pool<device_pool_resource> pool(upstream);
+    auto scratch = take(device_buffer<int>::allocate(1000, s, pool));
+    REQUIRE(cudaStreamBeginCapture(s.get(), cudaStreamCaptureModeGlobal) == cudaSuccess);
+    const status filled = fill(scratch, 42, s);
+    const status copied = copy(out, scratch, s);
+    scratch = {};  // freed on s during the capture: the graph's work uses it at every launch
+    const caching_statistics during = pool.statistics();
+    cudaGraph_t graph = nullptr;
+    REQUIRE(cudaStreamEndCapture(s.get(), &graph) == cudaSuccess);
+    REQUIRE_OK(filled);
+    REQUIRE_OK(copied);
+    std::size_t nodes = 0;
+    CHECK(free_nodes(graph, nodes) == 0);
+    CHECK(nodes == 2);  // the fill and the copy
+    CHECK(during.blocks_in_use == 1);  // kept for the graph
+    cudaGraphExec_t exec = nullptr;
+    REQUIRE(cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess);
+    for (int launch = 0; launch < 2; ++launch) {
+      REQUIRE_OK(fill_bytes(out, 0));
+      REQUIRE(cudaGraphLaunch(exec, s.get()) == cudaSuccess);
+      REQUIRE_OK(s.synchronize());
+      CHECK(test::read_back(out.view()) == std::vector<int>(1000, 42));
+      pool.release();  // gives nothing of the graph's back
+      CHECK(pool.statistics().blocks_reserved == 1);
+      auto other = take(device_buffer<int>::allocate(1000, s, pool));  // never the graph's block
+      REQUIRE_OK(fill(other, 7, s));
+      REQUIRE_OK(s.synchronize());
+    }
+    CHECK(cudaGraphExecDestroy(exec) == cudaSuccess);
+    CHECK(cudaGraphDestroy(graph) == cudaSuccess);
+  }  // the pool gives the graph's block back after a wait for the device
+  CHECK(cudaGetLastError() == cudaSuccess);
+}

@@ -21,10 +21,16 @@ using namespace cudamem;
 
 namespace {
 
-// Host memory with the upstream interface; counts calls and can be told to run out.
+// The device the fake order made current (its on_device), which the fake upstream allocates on.
+thread_local int fake_current_device = 0;
+
+// Host memory with the upstream interface; counts calls, records each block's device and the streams and devices
+// it freed on, and can be told to run out.
 struct fake_upstream {
   using kind = device;
   std::map<void*, std::size_t> live;
+  std::map<void*, int> devices;  // of every block handed out
+  std::vector<std::pair<cudaStream_t, int>> frees;  // (stream, current device) of each deallocate
   std::size_t allocations = 0, limit_bytes = ~std::size_t{0};
   std::mutex mutex;
 
@@ -35,17 +41,23 @@ struct fake_upstream {
     if (bytes > limit_bytes - in_use) return error(cudaErrorMemoryAllocation, nullptr, "fake_upstream");
     void* p = std::malloc(bytes);
     live.emplace(p, bytes);
+    devices[p] = fake_current_device;
     ++allocations;
     return p;
   }
-  void deallocate(stream_ref, void* p, std::size_t bytes, std::size_t) noexcept {
+  void deallocate(stream_ref s, void* p, std::size_t bytes, std::size_t) noexcept {
     const std::lock_guard<std::mutex> lock(mutex);
     auto it = live.find(p);
     CHECK(it != live.end());
     if (it == live.end()) return;
     CHECK(it->second == bytes);
     live.erase(it);
+    frees.emplace_back(s.get(), fake_current_device);
     std::free(p);
+  }
+  int device_of(void* p) {
+    const std::lock_guard<std::mutex> lock(mutex);
+    return devices.at(p);
   }
 };
 static_assert(memory_resource_for<fake_upstream, device>);
@@ -58,15 +70,22 @@ struct fake_world {
   std::map<std::uint64_t, bool> pending;  // id -> its last mark is not done
   std::set<std::uint64_t> busy;
   std::set<std::uint64_t> capturing;
-  bool refuse_marks = false;  // mark() fails as CUDA would refuse a record
+  std::map<cudaStream_t, int> devices;  // of each stream (absent: device 0)
+  bool refuse_marks = false;      // mark() fails as CUDA would refuse a record
+  bool no_own_stream = false;     // give_back() finds no stream of the pool's own to free on
+  fake_upstream* upstream = nullptr;  // answers device_of() where set
   int marks = 0, waits = 0, device_waits = 0, destroyed = 0;
-  std::atomic<int> id_queries{0};
+  std::atomic<int> id_queries{0}, pointer_queries{0};
   std::mutex mutex;
 
-  stream_ref stream(std::uintptr_t handle, std::uint64_t id) {
+  stream_ref stream(std::uintptr_t handle, std::uint64_t id, int device = 0) {
     auto h = reinterpret_cast<cudaStream_t>(handle);
     ids[h] = id;
-    return stream_ref::from_native_handle(h, device_id(0));
+    if (device != 0) devices[h] = device;
+    return stream_ref::from_native_handle(h, device_id(device));
+  }
+  static cudaStream_t own_stream(int device) {  // the pool's own stream of `device`, as the fake order makes it
+    return reinterpret_cast<cudaStream_t>(std::uintptr_t{0xf0000} + std::uintptr_t(device));
   }
   // A stream object's reference: it carries the id, so the pool asks nothing.
   stream_ref object(std::uintptr_t handle, std::uint64_t id) {
@@ -92,7 +111,16 @@ struct fake_order {
     ++world->id_queries;
     return world->ids.at(s.get());
   }
-  result<int> device(stream_ref, const char*) const noexcept { return 0; }
+  result<int> device(stream_ref s, const char*) const noexcept {
+    auto it = world->devices.find(s.get());
+    return it == world->devices.end() ? 0 : it->second;
+  }
+  result<int> device_of(void* p) const noexcept {
+    ++world->pointer_queries;
+    if (world->upstream == nullptr) return error(cudaErrorInvalidValue, "caching_pool", "cudaPointerGetAttributes");
+    return world->upstream->device_of(p);
+  }
+  int current_device() const noexcept { return fake_current_device; }
   status mark(marker& m, int, stream_ref s) const noexcept {
     const std::lock_guard<std::mutex> lock(world->mutex);
     if (world->refuse_marks) return error(cudaErrorInvalidResourceHandle, "caching_pool", "cudaEventRecord");
@@ -123,12 +151,22 @@ struct fake_order {
   }
   static int relaxed() noexcept { return 0; }
   template <class F>
-  decltype(auto) on_device(int, F&& f) const noexcept {
+  decltype(auto) on_device(int device, F&& f) const noexcept {
+    struct restore {
+      int was = fake_current_device;
+      ~restore() { fake_current_device = was; }
+    } current;
+    if (device >= 0) fake_current_device = device;
     return f();
   }
+  // As the CUDA order's: a stream of the pool's own per device, none when the world says so.
   template <class Free>
-  void give_back(int, Free&& free) const noexcept {
-    free(stream_ref::legacy());
+  bool give_back(int device, Free&& free) const noexcept {
+    if (world->no_own_stream) return false;
+    return on_device(device, [&] {
+      free(stream_ref::from_native_handle(fake_world::own_stream(device), device_id(device)));
+      return true;
+    });
   }
 };
 
@@ -139,6 +177,7 @@ struct pool_fixture {
   fake_world world;
   fake_upstream upstream;
   pool_type pool{upstream, fake_order{&world}};
+  pool_fixture() { world.upstream = &upstream; }
 };
 
 }  // namespace
@@ -498,11 +537,14 @@ TEST_CASE_METHOD(pool_fixture, "a retired stream's event and lists go once its b
   CHECK(upstream.live.empty());
 }
 
-TEST_CASE_METHOD(pool_fixture, "more streams than slots: empty caches give their slot up, the rest are served uncached",
+TEST_CASE_METHOD(pool_fixture, "more streams than slots: empty caches give their slot up; none finished, the rest go uncached",
                  "[pool]") {
   constexpr std::size_t n = pool_type::max_streams;
   std::vector<stream_ref> streams;
-  for (std::uintptr_t i = 0; i < n + 2; ++i) streams.push_back(world.stream(0x1000 * (i + 1), 1000 + i));
+  for (std::uintptr_t i = 0; i < n + 2; ++i) {
+    streams.push_back(world.stream(0x1000 * (i + 1), 1000 + i));
+    world.busy.insert(1000 + i);  // no cache is known finished: none can be taken over
+  }
   void* kept = *pool.allocate(streams[0], 256, 8);  // stream 0 has a slot but nothing cached
   for (std::size_t i = 1; i < n; ++i) pool.deallocate(streams[i], *pool.allocate(streams[i], 256, 8), 256, 8);
   // Stream n takes stream 0's slot; stream n + 1 finds every slot holding a cached block: served uncached.
@@ -557,6 +599,146 @@ TEST_CASE_METHOD(pool_fixture, "a block freed on a default stream goes straight 
   CHECK(st.blocks_in_use == 0);
   CHECK(st.bytes_reserved == 0);
   CHECK(st.bytes_cached == 0);
+}
+
+TEST_CASE_METHOD(pool_fixture, "a block freed on another device's stream goes back to the upstream, never to that device",
+                 "[pool]") {
+  const bool from_objects = GENERATE(false, true);  // raw references, or stream objects' (the inline path)
+  stream_ref on0 = world.stream(0x1000, 11), on1 = world.stream(0x2000, 12, 1);
+  std::vector<stream> owners;
+  if (from_objects) {
+    owners.push_back(*stream::adopt(on0.get(), device_id(0)));
+    owners.push_back(*stream::adopt(on1.get(), device_id(1)));
+    on0 = owners[0].ref();
+    on1 = owners[1].ref();
+  }
+  void* zero = *pool.allocate(on0, 1024, 8);
+  void* one = *pool.allocate(on1, 1024, 8);
+  REQUIRE(upstream.devices.at(zero) == 0);
+  REQUIRE(upstream.devices.at(one) == 1);
+  pool.deallocate(on1, one, 1024, 8);  // device 1's stream has a cache now (the inline path for a stream object)
+  pool.deallocate(on1, zero, 1024, 8);  // device 0's block, last used on device 1's stream (buffer::set_stream)
+  CHECK(upstream.live.count(zero) == 0);  // to the upstream, in the order of the stream it was last used on
+  REQUIRE_FALSE(upstream.frees.empty());
+  CHECK(upstream.frees.back() == std::pair(on1.get(), 0));  // with its own device current
+  std::vector<void*> held;
+  for (int i = 0; i < 3; ++i) {
+    held.push_back(*pool.allocate(on1, 1024, 8));
+    CHECK(upstream.devices.at(held.back()) == 1);  // device 1's stream gets device 1's memory only
+  }
+  const auto st = pool.statistics();
+  CHECK(st.blocks_in_use == 3);
+  CHECK(st.blocks_reserved == upstream.live.size());
+  for (void* p : held) pool.deallocate(on1, p, 1024, 8);
+  pool.release();
+  CHECK(upstream.live.empty());
+  CHECK(pool.statistics().bytes_reserved == 0);
+  for (stream& owner : owners) (void)owner.release();
+}
+
+TEST_CASE_METHOD(pool_fixture, "a pool serving one device asks nobody where a freed block lives", "[pool]") {
+  const stream_ref a = world.stream(0x1000, 13), b = world.stream(0x2000, 14);
+  for (int i = 0; i < 4; ++i) pool.deallocate(i % 2 ? b : a, *pool.allocate(a, 4096, 8), 4096, 8);
+  CHECK(world.pointer_queries == 0);
+  pool.release();
+}
+
+TEST_CASE_METHOD(pool_fixture, "trim, release and the out-of-memory retry never free on the per-thread default stream",
+                 "[pool]") {
+  world.ids[cudaStreamPerThread] = 7;
+  world.capturing.insert(7);  // the calling thread is capturing its default stream
+  const stream_ref a = world.stream(0x1000, 31), b = world.stream(0x2000, 32);
+  void* p = *pool.allocate(a, 4096, 8);
+  void* q = *pool.allocate(a, 256, 8);
+  pool.deallocate(a, p, 4096, 8);
+  pool.deallocate(a, q, 256, 8);
+
+  world.no_own_stream = true;  // nowhere to free them that is safe: they stay cached and counted
+  pool.release();
+  CHECK(upstream.live.size() == 2);
+  auto st = pool.statistics();
+  CHECK(st.bytes_reserved == 4096 + 256);
+  CHECK(st.blocks_cached == 2);
+  CHECK(st.blocks_in_use == 0);
+
+  world.no_own_stream = false;
+  pool.trim();  // known finished since the release: they go now
+  CHECK(upstream.live.empty());
+  st = pool.statistics();
+  CHECK(st.bytes_reserved == 0);
+  CHECK(st.blocks_cached == 0);
+
+  upstream.limit_bytes = 8192;
+  void* big = *pool.allocate(b, 8192, 8);
+  pool.deallocate(b, big, 8192, 8);
+  void* other = *pool.allocate(a, 6000, 8);  // out of memory: the retry gives `big` back
+  CHECK(pool.statistics().out_of_memory_retries == 1);
+  pool.deallocate(a, other, 6000, 8);
+  pool.release();
+  CHECK(upstream.live.empty());
+  for (const auto& [on, device] : upstream.frees) {
+    CHECK(on != cudaStreamPerThread);
+    CHECK(on == fake_world::own_stream(0));  // all of them were given back, none freed by a user's call
+    CHECK(device == 0);
+  }
+}
+
+TEST_CASE_METHOD(pool_fixture, "more streams in turn than slots: finished caches give their slots up and their blocks "
+                               "serve the later streams",
+                 "[pool]") {
+  constexpr std::size_t n = pool_type::max_streams, eager = pool_type::eager_slots_from;
+  std::vector<stream_ref> streams;
+  const auto bytes_of = [](std::size_t k) { return detail::size_class_bytes(k); };  // a size class per stream
+  for (std::uintptr_t k = 0; k < n; ++k) {  // every slot caches a block none of the others wants
+    streams.push_back(world.stream(0x1000 * (k + 1), 3000 + k));
+    pool.deallocate(streams.back(), *pool.allocate(streams.back(), bytes_of(k), 8), bytes_of(k), 8);
+  }
+  const std::size_t fresh = upstream.allocations, held = pool.statistics().bytes_reserved;
+  CHECK(fresh == n);
+  const int destroyed = world.destroyed;
+  for (std::uintptr_t k = n; k < 4 * n; ++k) {  // the later streams ask for the classes the eager slots cache
+    streams.push_back(world.stream(0x1000 * (k + 1), 3000 + k));
+    const std::size_t bytes = bytes_of(eager + (k - n) % (n - eager)), reused = pool.statistics().reused;
+    void* p = *pool.allocate(streams.back(), bytes, 8);
+    CHECK(pool.statistics().reused == reused + 1);  // served from the cache, not the upstream
+    pool.deallocate(streams.back(), p, bytes, 8);
+  }
+  CHECK(upstream.allocations == fresh);
+  CHECK(pool.statistics().bytes_reserved == held);  // bounded: nothing new was taken
+  CHECK(world.destroyed - destroyed == int(3 * n));  // each state taken over lost its event at once
+  pool.release();
+  CHECK(upstream.live.empty());
+  CHECK(pool.statistics().bytes_reserved == 0);
+}
+
+TEST_CASE_METHOD(pool_fixture, "a block freed on a capturing stream stays out of the capture and of every cache",
+                 "[pool]") {
+  const stream_ref a = world.stream(0x1000, 41), b = world.stream(0x2000, 42);
+  {
+    pool_type local(upstream, fake_order{&world});
+    void* p = *local.allocate(a, 1024, 8);
+    world.capturing.insert(41);
+    heard_failures = 0;
+    const release_handler previous = set_release_handler(&count_failure);
+    local.deallocate(a, p, 1024, 8);  // the capture's work uses the block whenever the graph is launched
+    (void)set_release_handler(previous);
+    world.capturing.erase(41);
+    CHECK(heard_failures == 0);
+    CHECK(upstream.frees.empty());  // nothing entered the capture
+    CHECK(upstream.live.count(p) == 1);
+    void* q = *local.allocate(a, 1024, 8);
+    void* r = *local.allocate(b, 1024, 8);
+    CHECK(q != p);
+    CHECK(r != p);
+    local.deallocate(a, q, 1024, 8);
+    local.deallocate(b, r, 1024, 8);
+    local.release();
+    CHECK(upstream.live.size() == 1);  // the graph's block stays until the pool goes
+    CHECK(local.statistics().blocks_in_use == 1);
+    CHECK(local.statistics().bytes_reserved == 1024);
+  }
+  CHECK(upstream.live.empty());  // given back at the pool's destruction, after a wait for its device
+  CHECK(world.device_waits >= 1);
 }
 
 TEST_CASE("limit and statistics adaptors", "[pool]") {

@@ -9,8 +9,12 @@
 #include <atomic>
 #include <bit>
 #include <cstdint>
+#include <memory>
+#include <mutex>
+#include <new>
 #include <optional>
 #include <thread>
+#include <vector>
 
 namespace cudamem::detail {
 
@@ -61,6 +65,9 @@ class spin_lock {
 struct cuda_stream_order {
   using marker = cudaEvent_t;  ///< null until the stream's first mark
 
+  cuda_stream_order() noexcept : own_(new (std::nothrow) own_streams) {}
+  cuda_stream_order(cuda_stream_order&&) noexcept = default;
+
   /// Relaxed capture mode while the result lives: one switch around a whole trim or release.
   static relaxed_capture_scope relaxed() noexcept { return {}; }
   /// Moved from: invalid_argument; capturing: capture_active.
@@ -81,6 +88,14 @@ struct cuda_stream_order {
   result<int> device(stream_ref s, const char* api) const noexcept {
     return s.device().transform(&device_id::get).transform_error([api](const error& e) { return e.with_api(api); });
   }
+  /// The device of block `p` (asked only by a pool that has served several devices).
+  result<int> device_of(void* p) const noexcept {
+    cudaPointerAttributes attributes{};
+    CUDAMEM_TRY(check(cudaPointerGetAttributes(&attributes, p), "caching_pool", "cudaPointerGetAttributes"));
+    return attributes.device;
+  }
+  /// The current device (-1 if CUDA cannot say).
+  int current_device() const noexcept { return cudamem::current_device().transform(&device_id::get).value_or(-1); }
   /// Records `m` (created on first use, on `device`) on `s`, the stream of the caller's allocate or deallocate (live,
   /// not capturing): it completes once the work queued so far is done. It runs under the stream state's lock, so it
   /// never calls the release handler: a failed switch back to the caller's device is returned, as CUDA's errors are,
@@ -115,13 +130,53 @@ struct cuda_stream_order {
     }
     return f();
   }
-  /// `free` on this thread's default stream (it joins no capture), `device` current.
+  /// `free` of a finished block on the pool's own non-blocking stream of `device` (made at first use, `device`
+  /// current): nobody else knows it, so it is never captured, whatever the caller's threads capture (the per-thread
+  /// default stream included). False, the release handler told why, where there is none: the block stays cached.
   template <class Free>
-  void give_back(int device, Free&& free) const noexcept {
-    on_device(device, [&] { free(stream_ref::per_thread()); });
+  bool give_back(int device, Free&& free) const noexcept {
+    auto guard = select(device);
+    if (guard && !*guard) {
+      report_release_failure(guard->error().with_api("caching_pool"));
+      return false;
+    }
+    auto own = own_stream(device < 0 ? current_device() : device);
+    if (!own) {
+      report_release_failure(own.error());
+      return false;
+    }
+    free(*own);
+    return true;
   }
 
  private:
+  struct own_streams {  // the pool's streams, by device ordinal; destroyed with the pool
+    std::mutex lock;
+    std::vector<cudaStream_t> by_device;
+    own_streams() = default;
+    own_streams(const own_streams&) = delete;
+    own_streams& operator=(const own_streams&) = delete;
+    ~own_streams() {
+      for (cudaStream_t s : by_device)
+        if (s != nullptr) check_release(cudaStreamDestroy(s), "cudaStreamDestroy");
+    }
+  };
+  // The pool's stream of `device`, which must be current. Made in relaxed capture mode: a capture elsewhere stays.
+  result<stream_ref> own_stream(int device) const noexcept {
+    constexpr const char* api = "caching_pool";
+    if (own_ == nullptr || device < 0) return error(errc::out_of_memory, api, "no stream to give blocks back on");
+    const std::lock_guard<std::mutex> lock(own_->lock);
+    auto& by_device = own_->by_device;
+    if (by_device.size() <= std::size_t(device)) by_device.resize(std::size_t(device) + 1, nullptr);
+    cudaStream_t& s = by_device[std::size_t(device)];
+    if (s == nullptr) {
+      relaxed_capture_scope relaxed;
+      CUDAMEM_TRY(check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), api, "cudaStreamCreateWithFlags"));
+    }
+    return stream_ref::from_native_handle(s, device_id(device));
+  }
+  std::unique_ptr<own_streams> own_;
+
   static std::optional<result<device_guard>> select(int device) noexcept {  // none for -1
     if (device < 0) return std::nullopt;
     return device_guard::set(device_id(device));
