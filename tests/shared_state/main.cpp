@@ -6,6 +6,7 @@
 #include "shared.hpp"
 
 #include <cstdio>
+#include <initializer_list>
 
 namespace {
 int handled = 0;
@@ -68,9 +69,24 @@ int main() {
   ok &= expect(library_b_disowned() == disowned + 1, "library B does not see a stream's end counted in library A");
   ok &= expect(cudamem::detail::disowned_count().load() == disowned + 1,
                "the program does not see a stream's end counted in library A");
+
+  // The default resources: one object per kind in the process, whichever library (or the program) asks.
+  const shared_state::default_resources from_a = library_a_default_resources(), from_b = library_b_default_resources(),
+                                        here = shared_state::default_resources_here();
+  for (const shared_state::default_resources* other : {&from_b, &here}) {
+    ok &= expect(from_a.host == other->host, "default_resource<host>() differs between libraries");
+    ok &= expect(from_a.pinned == other->pinned, "default_resource<pinned>() differs between libraries");
+    ok &= expect(from_a.managed == other->managed, "default_resource<managed>() differs between libraries");
+    ok &= expect(from_a.device == other->device, "default_resource<device>() differs between libraries");
+    ok &= expect(from_a.device_stream_ordered == other->device_stream_ordered,
+                 "default_resource<device>(true) differs between libraries");
+    for (int k = 0; k < 5; ++k)
+      ok &= expect(from_a.objects[k] == other->objects[k], "a built-in resource object lives at two addresses");
+  }
+  ok &= expect(!(from_a.device == from_a.device_stream_ordered), "the two default device resources are one object");
   if (ok)
     std::printf(
-        "shared_state: one release handler, one process_wide<> state, one peer registry, one allocator registry and "
-        "one count of stream ends across both libraries\n");
+        "shared_state: one release handler, one process_wide<> state, one peer registry, one allocator registry, "
+        "one count of stream ends and one set of default resources across both libraries\n");
   return ok ? 0 : 1;
 }
