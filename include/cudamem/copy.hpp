@@ -11,7 +11,9 @@
 #include <cudamem/span.hpp>
 
 #include <algorithm>
+#include <concepts>
 #include <cstddef>
+#include <cstdint>
 #include <type_traits>
 
 namespace cudamem {
@@ -83,15 +85,34 @@ struct copy_fn {
     return copy_views(dst.view(), src.view(), &s, copy_rule_name[static_cast<int>(Rule)]);
   }
 };
+// Named so that the diagnostic says what is wrong: an integer constant outside 0-255 given to fill_bytes.
+inline void fill_bytes_value_must_be_0_to_255_or_cast_to_unsigned_char() noexcept {}
+/// The byte fill_bytes writes: an unsigned char or std::byte, or an integer constant from 0 to 255 (checked at compile
+/// time). An integer known only at run time does not convert: static_cast<unsigned char>(v) says the truncation is
+/// meant (docs/copies.md).
+struct fill_byte {
+  template <std::integral I>
+    requires(!std::is_same_v<I, bool>)
+  consteval fill_byte(I constant) noexcept : value(static_cast<unsigned char>(constant)) {
+    if constexpr (std::is_signed_v<I>)
+      if (constant < 0) fill_bytes_value_must_be_0_to_255_or_cast_to_unsigned_char();
+    if constexpr (sizeof(I) > 1)
+      if (static_cast<std::make_unsigned_t<I>>(constant) > 255u)
+        fill_bytes_value_must_be_0_to_255_or_cast_to_unsigned_char();
+  }
+  constexpr fill_byte(unsigned char byte) noexcept : value(byte) {}
+  constexpr fill_byte(std::byte byte) noexcept : value(static_cast<unsigned char>(byte)) {}
+  unsigned char value;
+};
 struct fill_bytes_fn {
   template <viewable_ref Dst>
-  [[nodiscard]] status operator()(Dst&& dst, unsigned char value) const noexcept {
-    return run(dst.view(), value, nullptr);
+  [[nodiscard]] status operator()(Dst&& dst, fill_byte value) const noexcept {
+    return run(dst.view(), value.value, nullptr);
   }
   template <viewable_ref Dst>
-  [[nodiscard]] status operator()(Dst&& dst, unsigned char value, stream_ref s) const noexcept {
+  [[nodiscard]] status operator()(Dst&& dst, fill_byte value, stream_ref s) const noexcept {
     check_stream_ordered<Dst>();
-    return run(dst.view(), value, &s);
+    return run(dst.view(), value.value, &s);
   }
   template <class View>
   static status run(View view, unsigned char value, const stream_ref* s) noexcept {
@@ -142,9 +163,16 @@ struct fill_fn {
     plan p;
     CUDAMEM_TRY(plan_fill(p, operand_of(view), sizeof(T), 0, api));
     if (p.dst.empty()) return {};
+    const region& d = p.dst;
+    if (reinterpret_cast<std::uintptr_t>(d.addr) % alignof(T) != 0)  // the kernel's stores would fault (sticky)
+      return error(errc::invalid_argument, api,
+                   "the address %p is not a multiple of the element's alignment (%zu bytes)", d.addr, alignof(T));
+    if (d.rows > 1 && d.pitch % alignof(T) != 0)
+      return error(errc::invalid_argument, api,
+                   "the pitch (%zu bytes) is not a multiple of the element's alignment (%zu bytes)", d.pitch,
+                   alignof(T));
     auto launch = s.device();
     if (!launch) return launch.error().with_api(api);
-    const region& d = p.dst;
     if (d.kind == kind_id::device && d.device != *launch && !peer_access_held(*launch, d.device))
       return error(errc::invalid_argument, api,
                    "the memory is on device %d, and a kernel on device %d (the stream's) cannot reach it without a "
@@ -156,14 +184,16 @@ struct fill_fn {
     const std::size_t width = (flat ? d.row_bytes * d.rows : d.row_bytes) / sizeof(T), height = flat ? 1 : d.rows;
     constexpr unsigned threads = 256;
     const auto blocks = static_cast<unsigned>(std::min<std::size_t>((width * height + threads - 1) / threads, 65536));
-    fill_kernel<T><<<blocks, threads, 0, s.get()>>>(static_cast<char*>(d.addr), width, height, d.pitch, T{value});
-    return check(cudaGetLastError(), api, "fill_kernel<<<>>>");
+    return check(launch_kernel(&fill_kernel<T>, dim3(blocks), threads, s.get(), static_cast<char*>(d.addr), width,
+                               height, d.pitch, T{value}),
+                 api, "cudaLaunchKernelEx (fill_kernel)");
   }
 };
 }  // namespace detail
 
 /// fill(dst, value, stream), nvcc only: a kernel on the stream's device sets each element of `dst` to `value` (no
-/// narrowing); capturable. Errors: invalid_argument (another device's memory, no peer_access), CUDA errors.
+/// narrowing); capturable. Errors: invalid_argument (another device's memory, no peer_access; an address or pitch not
+/// a multiple of alignof(T), refused before the launch), CUDA errors (this launch's own, never an earlier one's).
 inline constexpr detail::fill_fn fill{};
 #endif
 

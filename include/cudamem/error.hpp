@@ -177,6 +177,10 @@ template <class T>
 inline constexpr bool is_result<result<T>> = true;
 template <class U, class... Types>  // U, without reference and cv, is one of Types
 inline constexpr bool is_any_of = (std::is_same_v<std::remove_cvref_t<U>, Types> || ...);
+// What value() and operator* of an rvalue result<T> give: T, moved out, so that a reference bound to it extends the
+// life of a temporary (std::expected gives T&&, which dangles once the result goes); T&& for a T that cannot move.
+template <class T>
+using moved_out_t = std::conditional_t<std::is_move_constructible_v<T>, T, T&&>;
 // std::invoke without <functional> (costlier to compile than this header): callables and member pointers.
 template <class F, class Arg>
 decltype(auto) invoke(F&& f, Arg&& arg) {
@@ -437,15 +441,20 @@ class CUDAMEM_DETAIL_NODISCARD_RESULT result : public detail::result_base<result
     other.become_value(std::move(value_));
     *this = held;
   }
-  /// The value. On an error, prints the message and aborts, in every build (std::expected throws).
+  /// The value. On an error, prints the message and aborts, in every build (std::expected throws). An rvalue result
+  /// gives its value by value, moved out (std::expected: T&&), so `const T& v = *make();` does not dangle.
   [[nodiscard]] T& value() & noexcept { return check_value(), value_; }
   [[nodiscard]] const T& value() const& noexcept { return check_value(), value_; }  ///< \overload
-  [[nodiscard]] T&& value() && noexcept { return check_value(), std::move(value_); }  ///< \overload
+  [[nodiscard]] detail::moved_out_t<T> value() && noexcept(std::is_nothrow_move_constructible_v<T>) {
+    return check_value(), std::move(value_);
+  }  ///< \overload
   [[nodiscard]] const T&& value() const&& noexcept { return check_value(), std::move(value_); }  ///< \overload
-  /// The value. Precondition: has_value() (checked with an abort in debug builds only).
+  /// The value. Precondition: has_value() (checked with an abort in debug builds only). Rvalues: as value().
   [[nodiscard]] T& operator*() & noexcept { return assert_value(), value_; }
   [[nodiscard]] const T& operator*() const& noexcept { return assert_value(), value_; }  ///< \overload
-  [[nodiscard]] T&& operator*() && noexcept { return assert_value(), std::move(value_); }  ///< \overload
+  [[nodiscard]] detail::moved_out_t<T> operator*() && noexcept(std::is_nothrow_move_constructible_v<T>) {
+    return assert_value(), std::move(value_);
+  }  ///< \overload
   [[nodiscard]] const T&& operator*() const&& noexcept { return assert_value(), std::move(value_); }  ///< \overload
   /// A pointer to the value. Precondition: has_value() (checked with an abort in debug builds only).
   [[nodiscard]] T* operator->() noexcept { return __builtin_addressof(**this); }

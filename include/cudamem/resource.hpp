@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cudamem/detail/capture.hpp>
+#include <cudamem/detail/process_wide.hpp>
 #include <cudamem/kind.hpp>
 #include <cudamem/stream.hpp>
 
@@ -65,8 +66,21 @@ struct cuda_resource {
                                                : is_managed ? "cudaMallocManaged"
                                                             : "cudaMalloc";
 };
+// The objects default_resource refers to live in process-wide storage: one per resource in the process, whichever
+// shared library asks (a variable of a type a library hides would be one per library, comparing unequal across them,
+// and a buffer would keep a pointer into a library that may be unloaded first). They are empty, so their address is
+// all there is to them (resource_ref compares addresses), and making one anew in its bytes changes nothing.
+struct CUDAMEM_DETAIL_PROCESS_WIDE builtin_resources {
+  unsigned char bytes[4][2];  // per kind_id: the cuda_resource, the other (device: device_pool_resource; host)
+};
 template <class R>
-inline R builtin_resource{};  // the objects default_resource refers to
+R& builtin_resource() noexcept {
+  static_assert(std::is_empty_v<R> && std::is_trivially_default_constructible_v<R> &&
+                std::is_trivially_destructible_v<R>);
+  using K = typename R::kind;
+  unsigned char(&slots)[2] = process_wide<builtin_resources>().bytes[static_cast<int>(kind_id_of<K>)];
+  return *::new (static_cast<void*>(&slots[std::is_same_v<R, cuda_resource<K>> ? 0 : 1])) R;
+}
 }  // namespace detail
 
 /// cudaMalloc on the current device: usable on every stream at once. Synchronous; cudaFree synchronizes the device.
@@ -153,11 +167,11 @@ class resource_ref {
 /// The resource a buffer of kind K uses when none is given (device: the pool if stream-ordered, else cudaMalloc).
 template <memory_kind K>
 [[nodiscard]] resource_ref<K> default_resource(bool stream_ordered = false) noexcept {
-  if constexpr (std::is_same_v<K, host>) return detail::builtin_resource<host_resource>;
+  if constexpr (std::is_same_v<K, host>) return detail::builtin_resource<host_resource>();
   else if constexpr (std::is_same_v<K, device>)
-    return stream_ordered ? resource_ref<K>(detail::builtin_resource<device_pool_resource>)
-                          : resource_ref<K>(detail::builtin_resource<device_malloc_resource>);
-  else return detail::builtin_resource<detail::cuda_resource<K>>;
+    return stream_ordered ? resource_ref<K>(detail::builtin_resource<device_pool_resource>())
+                          : resource_ref<K>(detail::builtin_resource<device_malloc_resource>());
+  else return detail::builtin_resource<detail::cuda_resource<K>>();
 }
 
 }  // namespace cudamem

@@ -4,6 +4,8 @@
 #include "engine.hpp"
 
 #include <cstring>
+#include <initializer_list>
+#include <string>
 
 using namespace cudamem;
 using test::take;
@@ -256,4 +258,51 @@ TEST_CASE("allocations follow the stream's device", "[multi_gpu]") {
   REQUIRE_OK(s1.synchronize());
   CHECK(test::read_back(on1.view()) == std::vector<int>(100, 5));
   CHECK(take(current_device()) == device_id(0));
+}
+
+namespace {
+__global__ void never_runs() {}
+}  // namespace
+
+TEST_CASE("a launch error of the caller's, still pending, is neither blamed on a fill or 2D copy nor cleared",
+          "[fill][copy][2d]") {
+  REQUIRE(detail::copy2d_kernel != nullptr);  // registered by this nvcc-compiled test program
+  auto s = take(stream::create());
+  auto target = take(device_buffer<int>::allocate(1000));
+  auto src = take(device_pitched_buffer<float>::allocate(64, 40));
+  auto dst = take(device_pitched_buffer<float>::allocate(64, 40));
+  auto synced = take(device_pitched_buffer<float>::allocate(64, 40));
+  // 48 of 64 columns: rows of 192 bytes at a pitch of at least 256, so a 2D copy, on the kernel's path.
+  const auto src_rows = take(src.view().subspan(0, 0, 40, 48));
+  const auto dst_rows = take(dst.view().subspan(0, 0, 40, 48));
+  const auto synced_rows = take(synced.view().subspan(0, 0, 40, 48));
+  REQUIRE(src_rows.pitch_bytes() != src_rows.width() * sizeof(float));
+  const auto pattern = test::random_vector<float>(40 * 48, test::fresh_seed());
+  REQUIRE_OK(copy(src_rows, span(pattern)));
+  REQUIRE(cudaGetLastError() == cudaSuccess);
+
+  never_runs<<<0, 1>>>();  // zero blocks: cudaErrorInvalidConfiguration, left unchecked by its caller
+  const cudaError_t pending = cudaPeekAtLastError();
+  const status filled = fill(target, 7, s);
+  const cudaError_t after_fill = cudaPeekAtLastError();
+  const status copied = copy(dst_rows, src_rows, s);
+  const cudaError_t after_copy = cudaPeekAtLastError();
+  const status copied_sync = copy(synced_rows, src_rows);
+  const cudaError_t seen = cudaGetLastError();  // the caller's own check, as check_launch makes it
+  const cudaError_t cleared = cudaGetLastError();
+  CHECK(pending == cudaErrorInvalidConfiguration);
+  CHECK(std::string(filled ? "ok" : filled.error().message()) == "ok");
+  CHECK(std::string(copied ? "ok" : copied.error().message()) == "ok");
+  CHECK(std::string(copied_sync ? "ok" : copied_sync.error().message()) == "ok");
+  CHECK(after_fill == cudaErrorInvalidConfiguration);
+  CHECK(after_copy == cudaErrorInvalidConfiguration);
+  CHECK(seen == cudaErrorInvalidConfiguration);
+  CHECK(cleared == cudaSuccess);
+  REQUIRE_OK(s.synchronize());
+  CHECK(test::read_back(target.view()) == std::vector<int>(1000, 7));
+  for (const auto& rows : {dst_rows, synced_rows}) {
+    std::vector<float> back(40 * 48);
+    REQUIRE_OK(copy(span(back), rows));
+    CHECK(back == pattern);
+  }
 }

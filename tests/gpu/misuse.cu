@@ -147,3 +147,31 @@ TEST_CASE("results are assigned without warnings in -Werror nvcc builds", "[misu
   s = status(error(errc::invalid_argument, "test", "failed"));
   CHECK_FALSE(s);
 }
+
+TEST_CASE("a typed fill of a view misaligned for its element type is refused before the launch", "[misuse][fill]") {
+  auto s = take(stream::create());
+  auto storage = take(device_buffer<float>::allocate(65));
+  REQUIRE_OK(fill_bytes(storage, test::poison));
+  char* const base = reinterpret_cast<char*>(storage.data().get());
+  // One byte off: every float store of the kernel would fault with cudaErrorMisalignedAddress, which is sticky.
+  const auto off_by_one = make_span<device>(reinterpret_cast<float*>(base + 1), 64, device_id(0));
+  const status refused = fill(off_by_one, 1.0f, s);
+  REQUIRE_FALSE(refused);
+  CHECK(refused.error().code() == errc::invalid_argument);
+  CHECK(starts_with(refused.error(), "fill: the address "));
+  CHECK(std::string(refused.error().message()).find("alignment (4 bytes)") != std::string::npos);
+  // Aligned rows 6 bytes apart: the second row's floats are misaligned.
+  const pitched_span<float, device> odd_pitch(device_ptr<float>(reinterpret_cast<float*>(base), device_id(0)), 1, 3, 6);
+  const status refused_2d = fill(odd_pitch, 1.0f, s);
+  REQUIRE_FALSE(refused_2d);
+  CHECK(refused_2d.error().code() == errc::invalid_argument);
+  CHECK(std::string(refused_2d.error().message()) ==
+        "fill: the pitch (6 bytes) is not a multiple of the element's alignment (4 bytes)");
+  REQUIRE_OK(s.synchronize());
+  CHECK(cudaGetLastError() == cudaSuccess);
+  CHECK(test::all_bytes(test::read_back(storage.view()), test::poison));  // nothing written
+  // The context is intact: an aligned fill runs.
+  REQUIRE_OK(fill(storage, 2.0f, s));
+  REQUIRE_OK(s.synchronize());
+  CHECK(test::read_back(storage.view()) == std::vector<float>(65, 2.0f));
+}

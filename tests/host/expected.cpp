@@ -321,12 +321,14 @@ TEST_CASE("observers have std::expected's value categories", "[result][expected]
   const result<int>& c = r;
   STATIC_REQUIRE(std::is_same_v<decltype(r.value()), int&>);
   STATIC_REQUIRE(std::is_same_v<decltype(c.value()), const int&>);
-  STATIC_REQUIRE(std::is_same_v<decltype(std::move(r).value()), int&&>);
+  // std::expected gives T&& here; result moves the value out (see "a reference to the value of a temporary result").
+  STATIC_REQUIRE(std::is_same_v<decltype(std::move(r).value()), int>);
   STATIC_REQUIRE(std::is_same_v<decltype(std::move(c).value()), const int&&>);
   STATIC_REQUIRE(std::is_same_v<decltype(*r), int&>);
   STATIC_REQUIRE(std::is_same_v<decltype(*c), const int&>);
-  STATIC_REQUIRE(std::is_same_v<decltype(*std::move(r)), int&&>);
+  STATIC_REQUIRE(std::is_same_v<decltype(*std::move(r)), int>);
   STATIC_REQUIRE(std::is_same_v<decltype(*std::move(c)), const int&&>);
+  STATIC_REQUIRE(std::is_same_v<decltype(*std::declval<result<immovable>>()), immovable&&>);  // nothing to move
   STATIC_REQUIRE(std::is_same_v<decltype(r.error()), error&>);
   STATIC_REQUIRE(std::is_same_v<decltype(c.error()), const error&>);
   STATIC_REQUIRE(std::is_same_v<decltype(std::move(r).error()), error&&>);
@@ -345,6 +347,32 @@ TEST_CASE("observers have std::expected's value categories", "[result][expected]
   result<point> p = point{3};
   CHECK(p->twice() == 6);
   CHECK(std::move(p).value().x == 3);
+}
+
+namespace {
+result<counted> make_counted() { return result<counted>(std::in_place, 7); }
+}  // namespace
+
+TEST_CASE("a reference to the value of a temporary result keeps the value alive", "[result][expected]") {
+  // std::expected's T&& would bind the reference to the value inside the result, destroyed at the semicolon
+  // (`const peer_access& g = *peer_access::enable(a, b);` would end the access there). result gives a T instead,
+  // whose life the reference extends.
+  counted::reset();
+  {
+    const counted& held = *make_counted();
+    CHECK(counted::live == 1);
+    CHECK(held.value == 7);
+    auto&& forwarded = make_counted().value();
+    CHECK(counted::live == 2);
+    CHECK(forwarded.value == 7);
+  }
+  CHECK(counted::live == 0);
+  // Moving out of a named result leaves it holding a moved-from value, as std::move(*r) does.
+  result<std::unique_ptr<int>> owner = std::make_unique<int>(5);
+  const std::unique_ptr<int> taken = *std::move(owner);
+  CHECK(*taken == 5);
+  REQUIRE(owner.has_value());
+  CHECK(*owner == nullptr);
 }
 
 TEST_CASE("value() aborts with the message on an error, in every build", "[result][expected]") {

@@ -26,3 +26,4 @@ void library_a_take_peer_guard(int accessor, int owner) {
   (void)cudamem::detail::process_wide<cudamem::detail::peer_table>().acquire(device_id(accessor), device_id(owner),
                                                                              shared_state::no_switch);
 }
+shared_state::default_resources library_a_default_resources() { return shared_state::default_resources_here(); }

@@ -21,3 +21,4 @@ void library_b_drop_peer_guard(int accessor, int owner) {
   cudamem::detail::process_wide<cudamem::detail::peer_table>().release(device_id(accessor), device_id(owner),
                                                                        shared_state::no_switch);
 }
+shared_state::default_resources library_b_default_resources() { return shared_state::default_resources_here(); }

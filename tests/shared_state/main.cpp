@@ -6,6 +6,7 @@
 #include "shared.hpp"
 
 #include <cstdio>
+#include <initializer_list>
 
 namespace {
 int handled = 0;
@@ -62,9 +63,24 @@ int main() {
   ok &= expect(!cudamem::detail::allocators().empty(), "the program does not see the allocator library A registered");
   library_a_unregister(slot, stream_id);
   ok &= expect(!library_b_has_allocator(stream_id), "library B still sees an allocator library A unregistered");
+
+  // The default resources: one object per kind in the process, whichever library (or the program) asks.
+  const shared_state::default_resources from_a = library_a_default_resources(), from_b = library_b_default_resources(),
+                                        here = shared_state::default_resources_here();
+  for (const shared_state::default_resources* other : {&from_b, &here}) {
+    ok &= expect(from_a.host == other->host, "default_resource<host>() differs between libraries");
+    ok &= expect(from_a.pinned == other->pinned, "default_resource<pinned>() differs between libraries");
+    ok &= expect(from_a.managed == other->managed, "default_resource<managed>() differs between libraries");
+    ok &= expect(from_a.device == other->device, "default_resource<device>() differs between libraries");
+    ok &= expect(from_a.device_stream_ordered == other->device_stream_ordered,
+                 "default_resource<device>(true) differs between libraries");
+    for (int k = 0; k < 5; ++k)
+      ok &= expect(from_a.objects[k] == other->objects[k], "a built-in resource object lives at two addresses");
+  }
+  ok &= expect(!(from_a.device == from_a.device_stream_ordered), "the two default device resources are one object");
   if (ok)
     std::printf(
-        "shared_state: one release handler, one process_wide<> state, one peer registry and one allocator registry "
-        "across both libraries\n");
+        "shared_state: one release handler, one process_wide<> state, one peer registry, one allocator registry "
+        "and one set of default resources across both libraries\n");
   return ok ? 0 : 1;
 }

@@ -10,6 +10,18 @@
 #if defined(__CUDACC__)
 namespace cudamem::detail {
 
+/// Launches `kernel` and returns this launch's own status. `<<<>>>` returns none, and cudaGetLastError() after it would
+/// also take (and clear) an earlier launch error of the caller's, left pending for the caller's own check_launch.
+template <class... Params, class... Args>
+cudaError_t launch_kernel(void (*kernel)(Params...), dim3 grid, unsigned threads, cudaStream_t stream,
+                          Args&&... args) noexcept {
+  cudaLaunchConfig_t config{};
+  config.gridDim = grid;
+  config.blockDim = dim3(threads);
+  config.stream = stream;
+  return cudaLaunchKernelEx(&config, kernel, static_cast<Args&&>(args)...);
+}
+
 inline constexpr unsigned copy2d_threads = 256, copy2d_unroll = 4;
 struct copy2d_args {
   char* dst;
@@ -66,7 +78,7 @@ __global__ void __launch_bounds__(copy2d_threads) copy2d_narrow(copy2d_args a) {
   if (a.tail != 0) copy2d_tails<V>(a);
 }
 template <class V>
-void launch_copy2d(const region& d, const region& s, unsigned sms, cudaStream_t stream) {
+cudaError_t launch_copy2d(const region& d, const region& s, unsigned sms, cudaStream_t stream) {
   const std::size_t vecs = d.row_bytes / sizeof(V);
   const copy2d_args a{static_cast<char*>(d.addr),
                       static_cast<const char*>(s.addr),
@@ -79,11 +91,12 @@ void launch_copy2d(const region& d, const region& s, unsigned sms, cudaStream_t 
   if (vecs >= per_block / 2 || vecs * d.rows >= (std::size_t{1} << 31)) {
     const unsigned x = static_cast<unsigned>((vecs + per_block - 1) / per_block);
     const std::size_t y = d.rows < target / x + 1 ? d.rows : target / x + 1;
-    copy2d_wide<V><<<dim3(x, static_cast<unsigned>(y < 65535 ? y : 65535)), copy2d_threads, 0, stream>>>(a);
-  } else {
-    const std::size_t blocks = (vecs * d.rows + per_block - 1) / per_block;
-    copy2d_narrow<V><<<static_cast<unsigned>(blocks < target ? blocks : target), copy2d_threads, 0, stream>>>(a);
+    return launch_kernel(&copy2d_wide<V>, dim3(x, static_cast<unsigned>(y < 65535 ? y : 65535)), copy2d_threads,
+                         stream, a);
   }
+  const std::size_t blocks = (vecs * d.rows + per_block - 1) / per_block;
+  return launch_kernel(&copy2d_narrow<V>, dim3(static_cast<unsigned>(blocks < target ? blocks : target)),
+                       copy2d_threads, stream, a);
 }
 /// Where an operand's footprint lies against the allocation that holds its first byte, as the driver knows it.
 struct allocation_fit {
@@ -140,10 +153,10 @@ inline result<bool> copy2d_launch(const plan& p, stream_ref on, const char* api)
     if (fit.where == allocation_fit::past_end) return copy2d_past_end(p, *r, fit, on, api);
   }
   const auto count = static_cast<unsigned>(*sms);
-  if (align == 16) launch_copy2d<uint4>(d, s, count, on.get());
-  else if (align == 8) launch_copy2d<uint2>(d, s, count, on.get());
-  else launch_copy2d<unsigned>(d, s, count, on.get());
-  CUDAMEM_TRY(check(cudaGetLastError(), api, "copy2d kernel launch"));
+  const cudaError_t launched = align == 16  ? launch_copy2d<uint4>(d, s, count, on.get())
+                               : align == 8 ? launch_copy2d<uint2>(d, s, count, on.get())
+                                            : launch_copy2d<unsigned>(d, s, count, on.get());
+  CUDAMEM_TRY(check(launched, api, "cudaLaunchKernelEx (copy2d)"));
   return true;
 }
 inline const bool copy2d_registered = (copy2d_kernel = &copy2d_launch, true);
