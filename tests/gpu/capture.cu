@@ -166,9 +166,9 @@ TEST_CASE("stream-ordered allocation, typed fill and copies are captured into a 
 // Every stream-ordered operation, captured and replayed, against the same operations run eagerly. The reference is the
 // eager run's data and the values computed here on the host; the outputs are pinned memory read directly on the host.
 namespace {
-constexpr std::size_t count = 1024;                // 4 KiB of int: quick under compute-sanitizer
-constexpr std::size_t width = 60, height = 17;     // 2D rows of 240 bytes
-constexpr std::size_t own_pitch = 64;              // elements per row of rows laid over a flat buffer by hand
+constexpr std::size_t count = 1024;  // 4 KiB of int: quick under compute-sanitizer
+constexpr std::size_t width = 60, height = 17;  // 2D rows of 240 bytes
+constexpr std::size_t own_pitch = 64;  // elements per row of rows laid over a flat buffer by hand
 constexpr std::size_t laid_out = own_pitch * height;
 constexpr unsigned char byte_1d = 0x5A, byte_2d = 0x77;
 constexpr int value_1d = 0x12345678, value_2d = -7;
@@ -256,7 +256,9 @@ T value_or_empty(failures& failed, const char* what, result<T>&& outcome) {
 // Every stream-ordered operation on `s`, between `in` and `out`, through device memory allocated on `s` from the
 // stream-ordered pool and freed on `s` when this returns: no host wait, nothing synchronous.
 void enqueue_all(stream_ref s, const inputs& in, outputs& out, failures& failed) {
-  const auto flat = [&](const char* what) { return value_or_empty(failed, what, device_buffer<int>::allocate(count, s)); };
+  const auto flat = [&](const char* what) {
+    return value_or_empty(failed, what, device_buffer<int>::allocate(count, s));
+  };
   const auto rows = [&](const char* what) {
     return value_or_empty(failed, what, device_pitched_buffer<int>::allocate(width, height, s));
   };

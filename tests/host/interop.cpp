@@ -198,8 +198,7 @@ TEST_CASE("a buffer handed to a tensor is freed by the tensor's deleter, once", 
   }
 }
 
-TEST_CASE("a handed-over buffer is not freed on its own stream, which may be gone when the deleter runs",
-          "[dlpack]") {
+TEST_CASE("a handed-over buffer is not freed on its own stream, which may be gone when the deleter runs", "[dlpack]") {
   stream_recording_host_resource recorder;
   // A made-up handle, never given to CUDA: pageable memory is in no stream-ordered work, so nothing is ordered.
   const auto doomed = reinterpret_cast<cudaStream_t>(std::uintptr_t{0xdead0});

@@ -24,16 +24,16 @@ inline int& skipped_tests() noexcept {
 }
 }  // namespace cudamem_test
 #if defined(SKIP)
-#define CUDAMEM_SKIP(...)                  \
-  do {                                     \
-    ++::cudamem_test::skipped_tests();     \
-    SKIP(__VA_ARGS__);                     \
+#define CUDAMEM_SKIP(...)              \
+  do {                                 \
+    ++::cudamem_test::skipped_tests(); \
+    SKIP(__VA_ARGS__);                 \
   } while (0)
 #else
-#define CUDAMEM_SKIP(...)                  \
-  do {                                     \
-    ++::cudamem_test::skipped_tests();     \
-    WARN("SKIPPED: " << __VA_ARGS__);      \
-    return;                                \
+#define CUDAMEM_SKIP(...)              \
+  do {                                 \
+    ++::cudamem_test::skipped_tests(); \
+    WARN("SKIPPED: " << __VA_ARGS__);  \
+    return;                            \
   } while (0)
 #endif

@@ -181,9 +181,8 @@ template <class T, memory_kind Kind>
 /// (its stream, or the legacy stream, is being captured); CUDA's (the event that orders the free).
 template <class T, memory_kind Kind>
 [[nodiscard]] result<dlpack_tensor> to_dlpack(buffer<T, Kind>&& owner) noexcept {
-  return detail::hand_over(owner, [&] {
-    return detail::export_tensor(owner.data(), 1, {owner.size(), 0}, {1, 0}, std::move(owner));
-  });
+  return detail::hand_over(
+      owner, [&] { return detail::export_tensor(owner.data(), 1, {owner.size(), 0}, {1, 0}, std::move(owner)); });
 }
 /// `owner` as to_dlpack(pitched_span); the tensor owns it, as to_dlpack(buffer&&).
 template <class T, memory_kind Kind>
