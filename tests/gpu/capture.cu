@@ -533,7 +533,7 @@ TEST_CASE("a second thread captures every stream-ordered operation while this on
   const status copied_rows = copy(device_rows, host_rows);
   const status read_rows = copy(host_rows_back, device_rows);
   result<device_buffer<int>> allocated = device_buffer<int>::allocate(count);  // cudaMalloc, and cudaFree below
-  const status freed_ok = allocated ? status() : status(allocated.error());
+  const status allocation = allocated ? status() : status(allocated.error());
   if (allocated) *allocated = device_buffer<int>();
   {
     const std::lock_guard<std::mutex> hold(lock);
@@ -587,7 +587,7 @@ TEST_CASE("a second thread captures every stream-ordered operation while this on
       CHECK(rows_now[r * width + c] == (rows_written ? values[r * width + c] : poisoned[0]));
       CHECK(host_rows_back.view()(r, c) == (rows_read ? rows_now[r * width + c] : poisoned[0]));
     }
-  refused_or_done(freed_ok, "cudaMalloc");
+  refused_or_done(allocation, "cudaMalloc");
 
   replay_twice(graph, s.get(), in, captured, eager);
 }
