@@ -119,3 +119,63 @@ TEST_CASE("spans cross to cuda::std::span and mdspan and back, in kernels too", 
   CHECK(md_back.data() == on_device.data());
   CHECK(md_back.size() == count);
 }
+
+#if __has_include(<dlpack/dlpack.h>)
+#include <cudamem/interop/dlpack.hpp>
+
+namespace {
+// The stream-ordered pool, recording the stream each free is ordered on.
+struct recording_pool_resource {
+  using kind = device;
+  device_pool_resource inner;
+  std::vector<cudaStream_t> freed_on;
+  result<void*> allocate(stream_ref s, std::size_t bytes, std::size_t alignment) noexcept {
+    return inner.allocate(s, bytes, alignment);
+  }
+  void deallocate(stream_ref s, void* p, std::size_t bytes, std::size_t alignment) noexcept {
+    freed_on.push_back(s.get());
+    inner.deallocate(s, p, bytes, alignment);
+  }
+};
+}  // namespace
+
+TEST_CASE("a buffer handed to DLPack is freed on a live stream, after its stream's work, when its stream is gone",
+          "[interop][dlpack]") {
+  constexpr std::size_t n = 4096;
+  recording_pool_resource recorder;
+  auto s = take(stream::create());  // non-blocking: the legacy stream does not wait for it by itself
+  auto owner = take(device_buffer<int>::allocate(n, s, recorder));
+  const cudaStream_t doomed = s.get();
+  REQUIRE_OK(fill_bytes(owner, 0, s));
+  test::delay_then_write<<<8, 256, 0, s.get()>>>(owner.view(), 5, 20'000'000ull);  // about 20 ms, then 5s
+  REQUIRE(cudaGetLastError() == cudaSuccess);
+  auto tensor = take(to_dlpack(std::move(owner)));
+  DLManagedTensor* handed_over = tensor.release();
+  { auto gone = std::move(s); }  // destroyed while its kernel may still run
+
+  // The consumer reads it synchronously (the legacy stream): the export ordered that stream after the kernel.
+  auto imported = take(span_from_dlpack<int, device>(handed_over));
+  CHECK(imported.device() == take(current_device()));
+  std::vector<int> back(n, -1);
+  REQUIRE(cudaMemcpy(back.data(), imported.data().get(), n * sizeof(int), cudaMemcpyDeviceToHost) == cudaSuccess);
+  CHECK(back == std::vector<int>(n, 5));
+
+  handed_over->deleter(handed_over);
+  REQUIRE(recorder.freed_on.size() == 1);
+  CHECK(recorder.freed_on[0] != doomed);
+  CHECK(recorder.freed_on[0] == cudaStreamLegacy);
+  REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+  CHECK(cudaGetLastError() == cudaSuccess);
+}
+
+TEST_CASE("a managed buffer exports and imports with its own device", "[interop][dlpack]") {
+  const device_id here = take(current_device());
+  auto owner = take(managed_buffer<int>::allocate(16));
+  REQUIRE(owner.device() == here);
+  auto tensor = take(to_dlpack(std::move(owner)));
+  CHECK(tensor.get()->dl_tensor.device.device_type == kDLCUDAManaged);
+  CHECK(tensor.get()->dl_tensor.device.device_id == here.get());
+  auto imported = take(span_from_dlpack<int, managed>(tensor.get()));
+  CHECK(imported.device() == here);
+}
+#endif

@@ -46,12 +46,12 @@ cudaMemAccessFlags pool_access_of(device_id accessor, device_id owner) {
   return flags;
 }
 
-/// Skips the rest of a test where devices 0 and 1 cannot peer in both directions.
+/// Whether devices 0 and 1 exist and can peer in both directions; a test that needs it skips itself (CUDAMEM_SKIP).
 bool pair_can_peer() {
-  const bool both = take(can_access_peer(d0, d1)) && take(can_access_peer(d1, d0));
-  if (!both) WARN("devices 0 and 1 cannot peer: nothing to test");
-  return both;
+  return take(device_count()) >= 2 && take(can_access_peer(d0, d1)) && take(can_access_peer(d1, d0));
 }
+#define SKIP_UNLESS_PAIR_CAN_PEER() \
+  if (!pair_can_peer()) CUDAMEM_SKIP("devices 0 and 1 cannot peer in both directions (or there is no device 1)")
 
 __global__ void triple_plus_one(device_span<int> data) {
   for (std::size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < data.size(); i += gridDim.x * blockDim.x)
@@ -102,7 +102,7 @@ TEST_CASE("what CUDA reports about the pair", "[peer][multi_gpu]") {
 }
 
 TEST_CASE("guards nest: the first switches peer access on, the last off, in any order", "[peer][multi_gpu]") {
-  if (!pair_can_peer()) return;
+  SKIP_UNLESS_PAIR_CAN_PEER();
   REQUIRE(!access_on(d1, d0));
   {
     auto outer = take(peer_access::enable(d1, d0));
@@ -132,7 +132,7 @@ TEST_CASE("guards nest: the first switches peer access on, the last off, in any 
 }
 
 TEST_CASE("a moved-from guard holds nothing and releases nothing", "[peer][multi_gpu]") {
-  if (!pair_can_peer()) return;
+  SKIP_UNLESS_PAIR_CAN_PEER();
   auto first = take(peer_access::enable(d1, d0));
   peer_access second = std::move(first);
   CHECK_FALSE(first.valid());
@@ -147,7 +147,7 @@ TEST_CASE("a moved-from guard holds nothing and releases nothing", "[peer][multi
 }
 
 TEST_CASE("access enabled before the first guard is borrowed and stays on", "[peer][multi_gpu]") {
-  if (!pair_can_peer()) return;
+  SKIP_UNLESS_PAIR_CAN_PEER();
   {
     auto on1 = take(device_guard::set(d1));
     REQUIRE(cudaDeviceEnablePeerAccess(0, 0) == cudaSuccess);
@@ -164,7 +164,7 @@ TEST_CASE("access enabled before the first guard is borrowed and stays on", "[pe
 
 TEST_CASE("pool access is opened by the first guard and closed by the last, unless it was open",
           "[peer][pool][multi_gpu]") {
-  if (!pair_can_peer()) return;
+  SKIP_UNLESS_PAIR_CAN_PEER();
   REQUIRE(pool_access_of(d1, d0) == cudaMemAccessFlagsProtNone);
   {
     auto guard = take(peer_access::enable(d1, d0));
@@ -216,7 +216,7 @@ TEST_CASE("errors change nothing", "[peer][multi_gpu]") {
 }
 
 TEST_CASE("peer copies in both directions, 1D and 2D, under guards", "[peer][copy][multi_gpu]") {
-  if (!pair_can_peer()) return;
+  SKIP_UNLESS_PAIR_CAN_PEER();
   auto both = take(enable_both(d0, d1));
   constexpr std::size_t width = 1000, height = 37, pitch0 = 1024, pitch1 = 1040, n = pitch1 * height;
   auto on0 = take(device_buffer<int>::allocate(n, d0));
@@ -252,7 +252,7 @@ TEST_CASE("peer copies in both directions, 1D and 2D, under guards", "[peer][cop
 }
 
 TEST_CASE("a kernel on device 1 reads and writes device 0's memory under a guard", "[peer][kernel][multi_gpu]") {
-  if (!pair_can_peer()) return;
+  SKIP_UNLESS_PAIR_CAN_PEER();
   constexpr std::size_t n = (std::size_t{1} << 20) + 3;
   const auto values = test::random_vector<int>(n, test::fresh_seed());
   auto guard = take(peer_access::enable(d1, d0));
@@ -272,7 +272,7 @@ TEST_CASE("a kernel on device 1 reads and writes device 0's memory under a guard
 }
 
 TEST_CASE("the typed fill reaches another device's memory only under a guard", "[peer][fill][multi_gpu]") {
-  if (!pair_can_peer()) return;
+  SKIP_UNLESS_PAIR_CAN_PEER();
   auto on0 = take(device_buffer<int>::allocate(4096, d0));
   auto s1 = take(stream::create(d1));
   REQUIRE_OK(fill_bytes(on0, 0));
@@ -297,7 +297,7 @@ TEST_CASE("the typed fill reaches another device's memory only under a guard", "
 // [concurrent]: threads racing over one pair; compute-sanitizer runs leave it out.
 TEST_CASE("guards taken and dropped from 8 threads never switch access off under a holder",
           "[peer][concurrent][multi_gpu]") {
-  if (!pair_can_peer()) return;
+  SKIP_UNLESS_PAIR_CAN_PEER();
   constexpr std::size_t n = 1 << 16;
   constexpr int threads = 8, rounds = 25;
   auto on0 = take(device_buffer<int>::allocate(n, d0));

@@ -38,6 +38,20 @@ struct counting_host_resource {
   host_resource inner;
 };
 
+// A host resource that records the stream of each free: the free of a handed-over buffer must not use its old stream.
+struct stream_recording_host_resource {
+  using kind = host;
+  std::vector<cudaStream_t> freed_on;
+  result<void*> allocate(stream_ref s, std::size_t bytes, std::size_t alignment) noexcept {
+    return inner.allocate(s, bytes, alignment);
+  }
+  void deallocate(stream_ref s, void* p, std::size_t bytes, std::size_t alignment) noexcept {
+    freed_on.push_back(s.get());
+    inner.deallocate(s, p, bytes, alignment);
+  }
+  host_resource inner;
+};
+
 // A tensor made by hand, as another framework would hand it over: 2D float rows on the CPU, with a counting deleter.
 struct hand_made {
   std::vector<float> storage = std::vector<float>(64);
@@ -89,7 +103,7 @@ TEST_CASE("each kind exports as its DLPack device", "[dlpack]") {
   CHECK((host_device.device_type == kDLCPU && host_device.device_id == 0));
   CHECK((pinned_device.device_type == kDLCUDAHost && pinned_device.device_id == 0));
   CHECK((cuda_device.device_type == kDLCUDA && cuda_device.device_id == 3));
-  CHECK((managed_device.device_type == kDLCUDAManaged && managed_device.device_id == 0));
+  CHECK((managed_device.device_type == kDLCUDAManaged && managed_device.device_id == 2));  // the memory's device
   CHECK(on_device->get()->dl_tensor.data == reinterpret_cast<void*>(0x20000));
 }
 
@@ -182,6 +196,53 @@ TEST_CASE("a buffer handed to a tensor is freed by the tensor's deleter, once", 
     }
     CHECK(counter.frees == 1);
   }
+}
+
+TEST_CASE("a handed-over buffer is not freed on its own stream, which may be gone when the deleter runs", "[dlpack]") {
+  stream_recording_host_resource recorder;
+  // A made-up handle, never given to CUDA: pageable memory is in no stream-ordered work, so nothing is ordered.
+  const auto doomed = reinterpret_cast<cudaStream_t>(std::uintptr_t{0xdead0});
+  SECTION("a buffer") {
+    auto owner = host_buffer<int>::allocate(6, stream_ref::from_native_handle(doomed), recorder);
+    REQUIRE(owner);
+    REQUIRE(owner->stream().get() == doomed);
+    auto tensor = to_dlpack(std::move(*owner));
+    REQUIRE(tensor);
+    DLManagedTensor* handed_over = tensor->release();
+    // ... the stream is destroyed here; later the consumer is done:
+    handed_over->deleter(handed_over);
+  }
+  SECTION("pitched rows") {
+    auto rows = host_pitched_buffer<float>::allocate(3, 2, stream_ref::from_native_handle(doomed), recorder);
+    REQUIRE(rows);
+    REQUIRE(rows->stream().get() == doomed);
+    auto tensor = to_dlpack(std::move(*rows));
+    REQUIRE(tensor);
+  }
+  REQUIRE(recorder.freed_on.size() == 1);
+  CHECK(recorder.freed_on[0] != doomed);
+  CHECK(recorder.freed_on[0] == cudaStreamLegacy);  // the legacy default stream lives as long as the device does
+}
+
+TEST_CASE("a managed view's tensor names the memory's device, and imports back on it", "[dlpack]") {
+  const auto original = make_span<managed>(fake<float>(0x60000), 4, device_id(3));  // a made-up device
+  auto tensor = to_dlpack(original);
+  REQUIRE(tensor);
+  CHECK(tensor->get()->dl_tensor.device.device_type == kDLCUDAManaged);
+  CHECK(tensor->get()->dl_tensor.device.device_id == original.device().get());
+  auto back = span_from_dlpack<float, managed>(tensor->get());
+  REQUIRE(back);
+  CHECK(back->device() == device_id(3));
+  CHECK(back->data() == original.data());
+
+  std::vector<int> cells(2 * 4);  // 2D: the same for pitched rows
+  const pitched_span<int, managed> rows(ptr<int, managed>(cells.data(), device_id(1)), 3, 2, 4 * sizeof(int));
+  auto rows_tensor = to_dlpack(rows);
+  REQUIRE(rows_tensor);
+  CHECK(rows_tensor->get()->dl_tensor.device.device_id == 1);
+  auto rows_back = pitched_from_dlpack<int, managed>(rows_tensor->get());
+  REQUIRE(rows_back);
+  CHECK(rows_back->device() == device_id(1));
 }
 
 TEST_CASE("dlpack_tensor calls an adopted tensor's deleter exactly once", "[dlpack]") {

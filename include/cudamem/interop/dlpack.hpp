@@ -75,13 +75,54 @@ result<dlpack_tensor> export_tensor(ptr<T, Kind> first, int ndim, const std::siz
   auto* kept = new (std::nothrow)
       holder{{}, {i64(shape[0]), i64(shape[1])}, {i64(strides[0]), i64(strides[1])}, std::forward<Owner>(owner)};
   if (kept == nullptr) return error(errc::out_of_memory, "to_dlpack", "out of host memory for the tensor");
-  const int device_ordinal = std::is_same_v<Kind, device> ? first.device().get() : 0;
+  // Device and managed memory name their device (a managed allocation's, as cudaMallocManaged made it current);
+  // DLPack's host types take 0.
+  constexpr bool on_a_device = std::is_same_v<Kind, device> || std::is_same_v<Kind, managed>;
+  const int device_ordinal = on_a_device ? first.device().get() : 0;
   kept->tensor.dl_tensor = {
       const_cast<std::remove_cv_t<T>*>(first.get()),  // DLPack has no const data
       {dlpack_device_type<Kind>, device_ordinal},    ndim, dlpack_dtype<T>(), kept->shape, kept->strides, 0};
   kept->tensor.manager_ctx = kept;
   kept->tensor.deleter = [](DLManagedTensor* self) { delete static_cast<holder*>(self->manager_ctx); };
   return dlpack_tensor::adopt(&kept->tensor);
+}
+// A consumer calls the deleter whenever it is done, perhaps after the buffer's stream was destroyed: the free moves to
+// the legacy default stream of the memory's device, which lives as long as the device's context, ordered after the
+// work queued on the old stream so far (an event; no host wait). Pageable memory is in no stream-ordered work.
+template <class Owner>
+status free_on_legacy_stream(Owner& owner) noexcept {
+  constexpr const char* api = "to_dlpack";
+  const stream_ref old = owner.stream();
+  if constexpr (!std::is_same_v<typename Owner::kind, host>) {
+    if (owner.data().get() != nullptr && !is_default_stream(old.get())) {
+      if (!old.valid()) return handle_moved_from(api, "stream");
+      CUDAMEM_TRY(refuse_capture(old.get(), api,
+                                 "the buffer's stream is being captured: the free cannot be ordered after work that "
+                                 "runs only when the graph is launched"));
+      auto stream_device = old.device();
+      if (!stream_device) return stream_device.error().with_api(api);
+      const device_id memory_device = owner.device().is_host() ? *stream_device : owner.device();
+      auto current = device_guard::set(memory_device);
+      if (!current) return current.error().with_api(api);
+      CUDAMEM_TRY(refuse_capture(cudaStreamLegacy, api,
+                                 "the legacy default stream would join a blocking stream's capture in progress"));
+      auto done = event::create(*stream_device, event_options{.timing = false});
+      if (!done) return done.error().with_api(api);
+      CUDAMEM_TRY(done->record(old));
+      CUDAMEM_TRY(stream_ref::legacy().wait(*done));
+    }
+  }
+  owner.set_stream(stream_ref::legacy());
+  return {};
+}
+// `owner` as a tensor that frees it (on the legacy stream); on error `owner` keeps its stream.
+template <class Owner, class Export>
+result<dlpack_tensor> hand_over(Owner& owner, Export&& export_owner) noexcept {
+  const stream_ref old = owner.stream();
+  CUDAMEM_TRY(free_on_legacy_stream(owner));
+  auto tensor = std::forward<Export>(export_owner)();
+  if (!tensor) owner.set_stream(old);
+  return tensor;
 }
 template <class T, memory_kind Kind, class Owner>
 result<dlpack_tensor> export_rows(pitched_span<T, Kind> rows, Owner&& owner) noexcept {
@@ -134,15 +175,19 @@ template <class T, memory_kind Kind>
 [[nodiscard]] result<dlpack_tensor> to_dlpack(pitched_span<T, Kind> view) noexcept {
   return detail::export_rows(view, detail::no_owner{});
 }
-/// `owner` as to_dlpack(span); the tensor's deleter frees it as the buffer would. On error `owner` is left as it was.
+/// `owner` as to_dlpack(span); the tensor's deleter frees it through its resource, with its device current, on that
+/// device's legacy default stream (its own stream may be gone by then), ordered after the work queued on its stream
+/// before the export; does not block. On error `owner` is left as it was. Errors: as to_dlpack(span); capture_active
+/// (its stream, or the legacy stream, is being captured); CUDA's (the event that orders the free).
 template <class T, memory_kind Kind>
 [[nodiscard]] result<dlpack_tensor> to_dlpack(buffer<T, Kind>&& owner) noexcept {
-  return detail::export_tensor(owner.data(), 1, {owner.size(), 0}, {1, 0}, std::move(owner));
+  return detail::hand_over(
+      owner, [&] { return detail::export_tensor(owner.data(), 1, {owner.size(), 0}, {1, 0}, std::move(owner)); });
 }
 /// `owner` as to_dlpack(pitched_span); the tensor owns it, as to_dlpack(buffer&&).
 template <class T, memory_kind Kind>
 [[nodiscard]] result<dlpack_tensor> to_dlpack(pitched_buffer<T, Kind>&& owner) noexcept {
-  return detail::export_rows(owner.view(), std::move(owner));
+  return detail::hand_over(owner, [&] { return detail::export_rows(owner.view(), std::move(owner)); });
 }
 /// A 1D `tensor` of kind Kind (host also takes kDLCUDAHost) as a span valid while it lives. Errors: invalid_argument.
 template <class T, memory_kind Kind>
