@@ -1,7 +1,12 @@
 #!/usr/bin/env python3
-"""Plots a bench_copy JSON file: the cudamem/raw ratio of each measurement with its target.
+"""Plots a benchmark's JSON file as a PNG.
 
-    python3 tools/plot_bench.py docs/bench/bench_copy.json docs/bench/bench_copy.png
+    python3 tools/plot_bench.py docs/bench/bench_copy.json docs/bench/bench_copy.png    ratio to raw, with targets
+    python3 tools/plot_bench.py docs/bench/bench_peers.json docs/bench/bench_peers.png  each library, side by side
+
+bench_copy-style files (a list of rows) give one bar per measurement: the cudamem/raw ratio. bench_peers files (an
+object with "rows") give one panel per measurement: a bar per library, cudamem's highlighted, the value written
+beside it.
 
 Needs matplotlib (pip install matplotlib); the test suite does not.
 """
@@ -14,8 +19,42 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
 
+def plot_peers(data: dict, target: str) -> None:
+    measurements = []
+    for row in data["rows"]:
+        if row["measurement"] not in measurements:
+            measurements.append(row["measurement"])
+    columns = 3
+    panels = (len(measurements) + columns - 1) // columns
+    fig, axes = plt.subplots(panels, columns, figsize=(6 * columns, 2.6 * panels), squeeze=False)
+    for ax, measurement in zip(axes.flat, measurements):
+        rows = [r for r in data["rows"] if r["measurement"] == measurement]
+        names = [r["library"] for r in rows]
+        values = [r["median"] for r in rows]
+        colors = ["#4c72b0" if n.startswith("cudamem") else "#999999" for n in names]
+        ax.barh(names, values, color=colors)
+        for i, v in enumerate(values):
+            ax.text(v, i, f" {v:.3g}", va="center", fontsize=7)
+        ax.invert_yaxis()
+        better = rows[0]["better"]
+        ax.set_title(f"{measurement} ({rows[0]['unit']}, {better} is better)", fontsize=9)
+        ax.tick_params(axis="y", labelsize=7)
+        ax.tick_params(axis="x", labelsize=7)
+        if max(values) > 20 * max(min(values), 1e-9):
+            ax.set_xscale("log")
+    for ax in list(axes.flat)[len(measurements):]:
+        ax.axis("off")
+    fig.suptitle(f"cudamem beside the libraries a user would pick instead, same run: {data.get('device', '')}",
+                 fontsize=11)
+    fig.tight_layout()
+    fig.savefig(target, dpi=100)
+
+
 def main(source: str, target: str) -> None:
     rows = json.load(open(source))
+    if isinstance(rows, dict):
+        plot_peers(rows, target)
+        return
     names = [row["name"] for row in rows]
     ratios = [row["ratio"] for row in rows]
     colors = ["#999999" if row.get("target") is None else "#4c72b0" if row.get("pass") else "#c44e52" for row in rows]

@@ -1,0 +1,847 @@
+// SPDX-License-Identifier: MIT
+// bench_peers: cudamem beside the libraries a user would pick instead, in one run, doing the same work:
+//   RMM 26.10 (pool_memory_resource, arena_memory_resource, cuda_async_memory_resource, device_buffer),
+//   CCCL 3.3 or newer (cuda::device_memory_pool, cuda::buffer, cuda::copy_bytes / fill_bytes),
+//   PyTorch's CUDACachingAllocator from C++ (raw_alloc_with_stream / raw_delete; bench_peers_torch.cpp),
+//   Thrust (device_vector, thrust::copy / fill), and the raw runtime calls.
+// Each peer is built in only where it was found (bench/CMakeLists.txt says which); the table says which ran.
+//
+// Sections (medians of interleaved blocks, the order of the libraries rotating from block to block; spread is half
+// the interquartile range over the median):
+//   alloc     ns per allocate+free pair: 1 MiB repeated; RMM's random-allocations trace (1000 allocations of up to
+//             1 MiB, uniform and normal sizes, random free order); a mixed trace of 256 B to 64 MiB (log-uniform).
+//             The same traces on 8 threads with a stream each: pairs per second and the scaling over one thread.
+//             Memory held (device memory in use, from cudaMemGetInfo, over the allocator's fresh start) at the end
+//             of a trace and at its peak, each allocator measured alone.
+//   buffer    create + destroy of a 1 MiB device buffer on a stream.
+//   copy      host cost of a 4-byte stream-ordered device-to-device copy and fill (ns per call) and bandwidth of a
+//             1 GiB copy and fill (GB/s, CUDA events); whether the copy or fill captured into a CUDA graph
+//             replays with the right data.
+// The default memory pool keeps its memory across synchronizations (release threshold raised), the raw calls'
+// best case and what cudamem::set_pool_release_threshold does. Exits 77 without a CUDA device.
+
+#include "harness.hpp"
+
+#include <cudamem/interop/thrust.hpp>
+
+#include <thrust/copy.h>
+#include <thrust/device_vector.h>
+#include <thrust/fill.h>
+
+#if defined(CUDAMEM_BENCH_RMM)
+#include <rmm/device_buffer.hpp>
+#include <rmm/mr/arena_memory_resource.hpp>
+#include <rmm/mr/cuda_async_memory_resource.hpp>
+#include <rmm/mr/cuda_memory_resource.hpp>
+#include <rmm/mr/pool_memory_resource.hpp>
+#endif
+#if defined(CUDAMEM_BENCH_CCCL)
+#include <cuda/algorithm>
+#include <cuda/buffer>
+#include <cuda/devices>
+#include <cuda/memory_pool>
+#include <cuda/stream_ref>
+#endif
+
+#include <atomic>
+#include <cmath>
+#include <exception>
+#include <functional>
+#include <map>
+#include <memory>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#if defined(CUDAMEM_BENCH_TORCH)
+// bench_peers_torch.cpp: PyTorch's caching allocator, compiled apart from CCCL's and RMM's headers.
+void* torch_allocate(std::size_t bytes, cudaStream_t stream);
+void torch_deallocate(void* p);
+void torch_init(int devices);
+void torch_empty_cache();
+const char* torch_version();
+#endif
+
+namespace {
+using namespace cudamem;
+
+// ---------------------------------------------------------------------------------------------
+// Streams: every library gets the same created stream; cudamem takes the stream object's ref (it carries the id).
+
+struct bench_stream {
+  cudamem::stream owner;
+  [[nodiscard]] cudaStream_t raw() const noexcept { return owner.get(); }
+  [[nodiscard]] stream_ref ref() const noexcept { return owner.ref(); }
+};
+std::vector<bench_stream> make_streams(int count) {
+  std::vector<bench_stream> out;
+  for (int i = 0; i < count; ++i) out.push_back({take(cudamem::stream::create(), "stream::create")});
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Allocators under test: allocate(bytes, stream) / deallocate(p, bytes, stream), failures end the run. Each is a
+// concrete type, so that the timed loops call it directly (no virtual call, no std::function).
+
+struct cuda_malloc {  // the synchronous runtime calls
+  static constexpr const char* name = "cudaMalloc";
+  void* allocate(std::size_t bytes, const bench_stream&) {
+    void* p = nullptr;
+    check(cudaMalloc(&p, bytes), "cudaMalloc");
+    return p;
+  }
+  void deallocate(void* p, std::size_t, const bench_stream&) { check(cudaFree(p), "cudaFree"); }
+};
+struct cuda_malloc_async {  // the stream-ordered runtime calls on the default pool
+  static constexpr const char* name = "cudaMallocAsync";
+  void* allocate(std::size_t bytes, const bench_stream& s) {
+    void* p = nullptr;
+    check(cudaMallocAsync(&p, bytes, s.raw()), "cudaMallocAsync");
+    return p;
+  }
+  void deallocate(void* p, std::size_t, const bench_stream& s) { check(cudaFreeAsync(p, s.raw()), "cudaFreeAsync"); }
+};
+struct cudamem_caching_pool {
+  static constexpr const char* name = "cudamem caching_pool";
+  device_pool_resource upstream;
+  caching_pool<device_pool_resource> pool{upstream};
+  void* allocate(std::size_t bytes, const bench_stream& s) {
+    return take(pool.allocate(s.ref(), bytes, 256), "caching_pool::allocate");
+  }
+  void deallocate(void* p, std::size_t bytes, const bench_stream& s) { pool.deallocate(s.ref(), p, bytes, 256); }
+};
+#if defined(CUDAMEM_BENCH_RMM)
+struct rmm_pool {
+  static constexpr const char* name = "RMM pool_memory_resource";
+  rmm::mr::cuda_memory_resource upstream;
+  rmm::mr::pool_memory_resource pool{upstream, 0};  // grows on demand, as the caching pool does
+  void* allocate(std::size_t bytes, const bench_stream& s) { return pool.allocate(cuda::stream_ref{s.raw()}, bytes, 256); }
+  void deallocate(void* p, std::size_t bytes, const bench_stream& s) {
+    pool.deallocate(cuda::stream_ref{s.raw()}, p, bytes, 256);
+  }
+};
+struct rmm_arena {
+  static constexpr const char* name = "RMM arena_memory_resource";
+  rmm::mr::cuda_memory_resource upstream;
+  rmm::mr::arena_memory_resource arena{upstream, std::size_t{4} << 30};  // its arena is taken whole, up front
+  void* allocate(std::size_t bytes, const bench_stream& s) {
+    return arena.allocate(cuda::stream_ref{s.raw()}, bytes, 256);
+  }
+  void deallocate(void* p, std::size_t bytes, const bench_stream& s) {
+    arena.deallocate(cuda::stream_ref{s.raw()}, p, bytes, 256);
+  }
+};
+struct rmm_async {
+  static constexpr const char* name = "RMM cuda_async_memory_resource";
+  rmm::mr::cuda_async_memory_resource async{std::nullopt, std::numeric_limits<std::size_t>::max()};
+  void* allocate(std::size_t bytes, const bench_stream& s) {
+    return async.allocate(cuda::stream_ref{s.raw()}, bytes, 256);
+  }
+  void deallocate(void* p, std::size_t bytes, const bench_stream& s) {
+    async.deallocate(cuda::stream_ref{s.raw()}, p, bytes, 256);
+  }
+};
+#endif
+#if defined(CUDAMEM_BENCH_CCCL)
+struct cccl_pool {
+  static constexpr const char* name = "CCCL device_memory_pool";
+  cuda::device_memory_pool pool{cuda::devices[0], make_properties()};
+  static cuda::memory_pool_properties make_properties() {
+    cuda::memory_pool_properties p{};
+    p.release_threshold = std::numeric_limits<std::size_t>::max();
+    return p;
+  }
+  void* allocate(std::size_t bytes, const bench_stream& s) { return pool.allocate(cuda::stream_ref{s.raw()}, bytes, 256); }
+  void deallocate(void* p, std::size_t bytes, const bench_stream& s) {
+    pool.deallocate(cuda::stream_ref{s.raw()}, p, bytes, 256);
+  }
+};
+#endif
+#if defined(CUDAMEM_BENCH_TORCH)
+struct torch_caching {
+  static constexpr const char* name = "PyTorch CUDACachingAllocator";
+  void* allocate(std::size_t bytes, const bench_stream& s) { return torch_allocate(bytes, s.raw()); }
+  void deallocate(void* p, std::size_t, const bench_stream&) { torch_deallocate(p); }
+  ~torch_caching() { torch_empty_cache(); }
+};
+#endif
+
+// ---------------------------------------------------------------------------------------------
+// Traces: the same sequence of allocations and frees for every allocator.
+
+struct op {
+  bool allocate;
+  std::size_t value;  // allocate: bytes; free: the index in the list of live blocks (the last moves there)
+};
+struct trace {
+  std::string name;
+  std::vector<op> ops;
+  std::size_t allocations = 0;
+};
+
+// `count` allocations of sizes from `size`, each step allocating or freeing a random live block with even odds
+// (allocating when none is live, freeing when `max_live` bytes would be passed), all freed at the end.
+template <class SizeFn>
+trace random_trace(std::string name, std::size_t count, std::size_t max_live, std::uint64_t seed, SizeFn size) {
+  std::mt19937_64 rng(seed);
+  trace t{std::move(name), {}, count};
+  std::vector<std::size_t> live;
+  std::size_t live_bytes = 0, made = 0;
+  while (made < count || !live.empty()) {
+    const bool can_allocate = made < count;
+    const bool want_allocate = live.empty() || std::uniform_int_distribution<int>(0, 1)(rng) == 0;
+    if (can_allocate && want_allocate) {
+      const std::size_t bytes = size(rng);
+      if (live_bytes + bytes <= max_live || live.empty()) {
+        t.ops.push_back({true, bytes});
+        live.push_back(bytes);
+        live_bytes += bytes;
+        ++made;
+        continue;
+      }
+    }
+    const std::size_t index = std::uniform_int_distribution<std::size_t>(0, live.size() - 1)(rng);
+    t.ops.push_back({false, index});
+    live_bytes -= live[index];
+    live[index] = live.back();
+    live.pop_back();
+  }
+  return t;
+}
+trace repeated_pair(std::size_t bytes, std::size_t count) {
+  trace t{"1 MiB pair", {}, count};
+  for (std::size_t i = 0; i < count; ++i) {
+    t.ops.push_back({true, bytes});
+    t.ops.push_back({false, 0});
+  }
+  return t;
+}
+std::vector<trace> make_traces() {
+  constexpr std::size_t mib = std::size_t{1} << 20;
+  std::vector<trace> out;
+  out.push_back(repeated_pair(mib, 1000));
+  // RMM's RANDOM_ALLOCATIONS_BENCH: 1000 allocations of up to 1 MiB.
+  out.push_back(random_trace("random uniform", 1000, std::size_t{1} << 30, 1, [](std::mt19937_64& rng) {
+    return std::uniform_int_distribution<std::size_t>(1, mib)(rng);
+  }));
+  out.push_back(random_trace("random normal", 1000, std::size_t{1} << 30, 2, [](std::mt19937_64& rng) {
+    const double x = std::normal_distribution<double>(mib / 2.0, mib / 6.0)(rng);
+    return static_cast<std::size_t>(std::clamp(x, 1.0, double(mib)));
+  }));
+  out.push_back(random_trace("mixed 256 B-64 MiB", 1000, std::size_t{2} << 30, 3, [](std::mt19937_64& rng) {
+    const double log2_bytes = std::uniform_real_distribution<double>(8.0, 26.0)(rng);
+    return static_cast<std::size_t>(std::exp2(log2_bytes));
+  }));
+  return out;
+}
+
+// Runs `t` once on `s`: ns per allocation (allocate + its free); the stream is drained afterwards, untimed.
+template <class A>
+double run_trace(A& a, const trace& t, const bench_stream& s, std::vector<std::pair<void*, std::size_t>>& live) {
+  live.clear();
+  const auto start = wall_clock::now();
+  for (const op& o : t.ops) {
+    if (o.allocate) {
+      live.emplace_back(a.allocate(o.value, s), o.value);
+    } else {
+      const auto [p, bytes] = live[o.value];
+      live[o.value] = live.back();
+      live.pop_back();
+      a.deallocate(p, bytes, s);
+    }
+  }
+  const auto stop = wall_clock::now();
+  check(cudaStreamSynchronize(s.raw()), "cudaStreamSynchronize");
+  return seconds_between(start, stop) * 1e9 / static_cast<double>(t.allocations);
+}
+
+std::size_t device_bytes_used() {
+  std::size_t free_bytes = 0, total = 0;
+  check(cudaMemGetInfo(&free_bytes, &total), "cudaMemGetInfo");
+  return total - free_bytes;
+}
+void trim_default_pool() {
+  check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+  cudaMemPool_t pool = nullptr;
+  check(cudaDeviceGetDefaultMemPool(&pool, 0), "cudaDeviceGetDefaultMemPool");
+  check(cudaMemPoolTrimTo(pool, 0), "cudaMemPoolTrimTo");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Results: one row per (measurement, library).
+
+struct result_row {
+  std::string section, measurement, library, unit;
+  stats value;
+  better direction;
+};
+std::vector<result_row> results;
+std::vector<std::pair<std::string, std::string>> captures;  // (operation | library, verdict)
+
+double spread_of(const stats& s) { return s.median == 0 ? 0 : (s.q3 - s.q1) / 2 / s.median; }
+
+const result_row* find_row(const std::string& measurement, const std::string& library) {
+  for (const auto& r : results)
+    if (r.measurement == measurement && r.library == library) return &r;
+  return nullptr;
+}
+
+// Runs `blocks` rounds; in each, every entry once, starting at a rotating position. Entries return one sample.
+void interleave(const std::string& section, const std::string& measurement, const std::string& unit, better direction,
+                int warmups, int blocks, const std::vector<std::pair<std::string, std::function<double()>>>& entries) {
+  std::vector<std::vector<double>> samples(entries.size());
+  for (int b = -warmups; b < blocks; ++b)
+    for (std::size_t k = 0; k < entries.size(); ++k) {
+      const std::size_t i = (k + static_cast<std::size_t>(b + warmups)) % entries.size();
+      const double v = entries[i].second();
+      if (b >= 0) samples[i].push_back(v);
+    }
+  for (std::size_t i = 0; i < entries.size(); ++i)
+    results.push_back({section, measurement, entries[i].first, unit, summarize(samples[i]), direction});
+}
+
+// ---------------------------------------------------------------------------------------------
+// Allocation section. Every allocator is a factory (for the memory phase, which starts each afresh) and a long-lived
+// instance (for the timed phase).
+
+struct allocator_entry {
+  std::string name;
+  bool peer;  // a library other than cudamem, not the raw runtime
+  std::function<double(const trace&, const bench_stream&)> run;  // a block on one stream
+  std::function<std::pair<std::size_t, std::size_t>(const trace&, const bench_stream&)> memory;  // end, peak
+};
+
+template <class A>
+allocator_entry entry_for(bool peer) {
+  auto instance = std::make_shared<A>();
+  auto live = std::make_shared<std::vector<std::pair<void*, std::size_t>>>();
+  live->reserve(4096);
+  allocator_entry e;
+  e.name = A::name;
+  e.peer = peer;
+  e.run = [instance, live](const trace& t, const bench_stream& s) { return run_trace(*instance, t, s, *live); };
+  e.memory = [](const trace& t, const bench_stream& s) {
+    trim_default_pool();
+    const std::size_t base = device_bytes_used();
+    std::size_t peak = 0, end = 0;
+    {
+      A fresh;
+      std::vector<std::pair<void*, std::size_t>> blocks;
+      std::size_t step = 0;
+      for (const op& o : t.ops) {
+        if (o.allocate) {
+          blocks.emplace_back(fresh.allocate(o.value, s), o.value);
+          if (++step % 4 == 0) peak = std::max(peak, device_bytes_used());
+        } else {
+          const auto [p, bytes] = blocks[o.value];
+          blocks[o.value] = blocks.back();
+          blocks.pop_back();
+          fresh.deallocate(p, bytes, s);
+        }
+      }
+      check(cudaStreamSynchronize(s.raw()), "cudaStreamSynchronize");
+      end = device_bytes_used();
+      peak = std::max(peak, end);
+    }
+    trim_default_pool();
+    auto over = [base](std::size_t v) { return v > base ? v - base : 0; };
+    return std::pair{over(end), over(peak)};
+  };
+  return e;
+}
+
+std::vector<allocator_entry> allocators() {
+  std::vector<allocator_entry> out;
+  out.push_back(entry_for<cudamem_caching_pool>(false));
+  out.push_back(entry_for<cuda_malloc_async>(false));
+  out.push_back(entry_for<cuda_malloc>(false));
+#if defined(CUDAMEM_BENCH_RMM)
+  out.push_back(entry_for<rmm_pool>(true));
+  out.push_back(entry_for<rmm_arena>(true));
+  out.push_back(entry_for<rmm_async>(true));
+#endif
+#if defined(CUDAMEM_BENCH_CCCL)
+  out.push_back(entry_for<cccl_pool>(true));
+#endif
+#if defined(CUDAMEM_BENCH_TORCH)
+  out.push_back(entry_for<torch_caching>(true));
+#endif
+  return out;
+}
+
+void unpin_thread() {
+  cpu_set_t all;
+  CPU_ZERO(&all);
+  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) CPU_SET(cpu, &all);
+  (void)sched_setaffinity(0, sizeof all, &all);  // the kernel keeps the CPUs that exist
+}
+
+// Pairs per second of `threads` threads, each running `t` on its own stream, timed from a common start.
+double throughput(allocator_entry& a, const trace& t, std::vector<bench_stream>& streams, int threads) {
+  std::atomic<int> ready{0};
+  std::atomic<bool> go{false};
+  std::vector<double> ns(static_cast<std::size_t>(threads));
+  std::vector<std::thread> workers;
+  wall_clock::time_point start;
+  for (int i = 0; i < threads; ++i)
+    workers.emplace_back([&, i] {
+      unpin_thread();  // the timing thread is pinned to one CPU; its workers must not inherit that
+      check(cudaSetDevice(0), "cudaSetDevice");
+      ready.fetch_add(1);
+      while (!go.load(std::memory_order_acquire)) {}
+      ns[static_cast<std::size_t>(i)] = a.run(t, streams[static_cast<std::size_t>(i)]);
+    });
+  while (ready.load() < threads) {}
+  start = wall_clock::now();
+  go.store(true, std::memory_order_release);
+  for (auto& w : workers) w.join();
+  const double seconds = seconds_between(start, wall_clock::now());
+  return static_cast<double>(threads) * static_cast<double>(t.allocations) / seconds;
+}
+
+void allocation_section(const options& opt, std::vector<bench_stream>& streams) {
+  auto list = allocators();
+  const auto traces = make_traces();
+  const int blocks = std::max(15, opt.batches / 7);
+  for (const trace& t : traces) {
+    std::vector<std::pair<std::string, std::function<double()>>> entries;
+    for (auto& a : list)
+      if (a.name != std::string("cudaMalloc") || t.name == "1 MiB pair")  // cudaMalloc: one row, it is slow
+        entries.emplace_back(a.name, [&a, &t, &streams] { return a.run(t, streams[0]); });
+    interleave("alloc", t.name + ", 1 stream", "ns/pair", better::lower, 2, blocks, entries);
+  }
+  // 8 threads, 8 streams: RMM's uniform trace.
+  const trace& uniform = traces[1];
+  for (int threads : {1, 8}) {
+    std::vector<std::pair<std::string, std::function<double()>>> entries;
+    for (auto& a : list)
+      if (a.name != std::string("cudaMalloc"))
+        entries.emplace_back(a.name, [&a, &uniform, &streams, threads] {
+          return throughput(a, uniform, streams, threads) / 1e6;
+        });
+    interleave("alloc", "random uniform, " + std::to_string(threads) + " threads", "M pairs/s", better::higher, 1,
+               std::max(5, blocks / 3), entries);
+  }
+  // Memory held: each allocator alone, from a fresh start.
+  for (const trace& t : traces) {
+    if (t.name == "1 MiB pair") continue;
+    for (auto& a : list) {
+      if (a.name == std::string("cudaMalloc")) continue;
+      const auto [end, peak] = a.memory(t, streams[0]);
+      const double mib = double(std::size_t{1} << 20);
+      results.push_back({"memory", t.name + ": held at end", a.name, "MiB", {end / mib, end / mib, end / mib},
+                         better::lower});
+      results.push_back({"memory", t.name + ": peak held", a.name, "MiB", {peak / mib, peak / mib, peak / mib},
+                         better::lower});
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Buffers: create + destroy of 1 MiB on a stream, ns per buffer.
+
+void buffer_section(const options& opt, std::vector<bench_stream>& streams) {
+  constexpr std::size_t bytes = std::size_t{1} << 20;
+  constexpr int per_block = 1000;
+  const bench_stream& s = streams[0];
+  const bench_stream& pooled = streams[1];
+  device_pool_resource upstream;
+  caching_pool<device_pool_resource> pool(upstream);
+  auto registered = take(register_allocator(pooled.ref(), pool), "register_allocator");
+  auto timed = [&](const bench_stream& on, auto&& body) {
+    const auto start = wall_clock::now();
+    for (int i = 0; i < per_block; ++i) body();
+    const auto stop = wall_clock::now();
+    check(cudaStreamSynchronize(on.raw()), "cudaStreamSynchronize");
+    return seconds_between(start, stop) * 1e9 / per_block;
+  };
+  std::vector<std::pair<std::string, std::function<double()>>> entries;
+  entries.emplace_back("cudamem device_buffer (default pool)", [&] {
+    return timed(s, [&] { auto b = take(device_buffer<std::byte>::allocate(bytes, s.ref()), "allocate"); });
+  });
+  entries.emplace_back("cudamem device_buffer (caching_pool registered)", [&] {
+    return timed(pooled, [&] { auto b = take(device_buffer<std::byte>::allocate(bytes, pooled.ref()), "allocate"); });
+  });
+  entries.emplace_back("cudaMallocAsync + cudaFreeAsync", [&] {
+    return timed(s, [&] {
+      void* p = nullptr;
+      check(cudaMallocAsync(&p, bytes, s.raw()), "cudaMallocAsync");
+      check(cudaFreeAsync(p, s.raw()), "cudaFreeAsync");
+    });
+  });
+#if defined(CUDAMEM_BENCH_RMM)
+  rmm::mr::cuda_async_memory_resource rmm_async_mr{std::nullopt, std::numeric_limits<std::size_t>::max()};
+  rmm::mr::cuda_memory_resource rmm_cuda_mr;
+  rmm::mr::pool_memory_resource rmm_pool_mr{rmm_cuda_mr, 0};
+  entries.emplace_back("RMM device_buffer (cuda_async)", [&] {
+    return timed(s, [&] { rmm::device_buffer b(bytes, cuda::stream_ref{s.raw()}, rmm_async_mr); });
+  });
+  entries.emplace_back("RMM device_buffer (pool)", [&] {
+    return timed(s, [&] { rmm::device_buffer b(bytes, cuda::stream_ref{s.raw()}, rmm_pool_mr); });
+  });
+#endif
+#if defined(CUDAMEM_BENCH_CCCL)
+  entries.emplace_back("CCCL cuda::buffer (default pool)", [&] {
+    return timed(s, [&] {
+      cuda::buffer<std::byte, cuda::mr::device_accessible> b(
+          cuda::stream_ref{s.raw()}, cuda::device_default_memory_pool(cuda::devices[0]), bytes, cuda::no_init);
+    });
+  });
+#endif
+  entries.emplace_back("thrust::device_vector (value-initialised)", [&] {
+    return timed(s, [&] { thrust::device_vector<unsigned char> v(bytes); });
+  });
+  interleave("buffer", "1 MiB create + destroy", "ns/buffer", better::lower, 2, std::max(15, opt.batches / 7),
+             entries);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Copies and fills: host cost at 4 bytes, bandwidth at opt.bytes, and graph capture.
+
+struct transfer_method {
+  std::string name;
+  std::function<void(cudaStream_t, std::byte*, const std::byte*, std::size_t)> run;  // fill: src unused
+};
+
+void copy_section(const options& opt, std::vector<bench_stream>& streams) {
+  const bench_stream& s = streams[0];
+  const std::size_t bytes = opt.bytes;
+  auto dst = take(device_buffer<std::byte>::allocate(bytes), "allocate");
+  auto src = take(device_buffer<std::byte>::allocate(bytes), "allocate");
+  {
+    auto host = take(pinned_buffer<std::byte>::allocate(bytes), "allocate");
+    write_pattern(host.view().data().get(), bytes, 7);
+    check(copy(src, host), "copy");
+  }
+  // Every method takes raw pointers; cudamem's side builds its typed views from them, as a user's code would hold.
+  auto view = [](std::byte* p, std::size_t n) { return device_span<std::byte>(device_ptr<std::byte>(p, device_id(0)), n); };
+  auto cview = [](const std::byte* p, std::size_t n) {
+    return device_span<const std::byte>(device_ptr<const std::byte>(p, device_id(0)), n);
+  };
+  const stream_ref sref = s.ref();
+  std::vector<transfer_method> copies, fills;
+  copies.push_back({"cudaMemcpyAsync", [](cudaStream_t st, std::byte* d, const std::byte* x, std::size_t n) {
+                      check(cudaMemcpyAsync(d, x, n, cudaMemcpyDeviceToDevice, st), "cudaMemcpyAsync");
+                    }});
+  copies.push_back({"cudamem copy", [&](cudaStream_t, std::byte* d, const std::byte* x, std::size_t n) {
+                      check(copy(view(d, n), cview(x, n), sref), "copy");
+                    }});
+#if defined(CUDAMEM_BENCH_CCCL)
+  copies.push_back({"CCCL cuda::copy_bytes", [](cudaStream_t st, std::byte* d, const std::byte* x, std::size_t n) {
+                      cuda::copy_bytes(cuda::stream_ref{st}, cuda::std::span<const std::byte>(x, n),
+                                       cuda::std::span<std::byte>(d, n));
+                    }});
+#endif
+  copies.push_back({"thrust::copy (par_nosync)", [](cudaStream_t st, std::byte* d, const std::byte* x, std::size_t n) {
+                      auto in = thrust::device_pointer_cast(reinterpret_cast<const unsigned char*>(x));
+                      thrust::copy(thrust::cuda::par_nosync.on(st), in, in + n,
+                                   thrust::device_pointer_cast(reinterpret_cast<unsigned char*>(d)));
+                    }});
+  fills.push_back({"cudaMemsetAsync", [](cudaStream_t st, std::byte* d, const std::byte*, std::size_t n) {
+                     check(cudaMemsetAsync(d, 0x5a, n, st), "cudaMemsetAsync");
+                   }});
+  fills.push_back({"cudamem fill_bytes", [&](cudaStream_t, std::byte* d, const std::byte*, std::size_t n) {
+                     check(fill_bytes(view(d, n), 0x5a, sref), "fill_bytes");
+                   }});
+#if defined(CUDAMEM_BENCH_CCCL)
+  fills.push_back({"CCCL cuda::fill_bytes", [](cudaStream_t st, std::byte* d, const std::byte*, std::size_t n) {
+                     cuda::fill_bytes(cuda::stream_ref{st}, cuda::std::span<std::byte>(d, n), 0x5a);
+                   }});
+#endif
+  fills.push_back({"thrust::fill (par_nosync)", [](cudaStream_t st, std::byte* d, const std::byte*, std::size_t n) {
+                     auto out = thrust::device_pointer_cast(reinterpret_cast<unsigned char*>(d));
+                     thrust::fill(thrust::cuda::par_nosync.on(st), out, out + n, static_cast<unsigned char>(0x5a));
+                   }});
+
+  std::byte* const d = dst.view().data().get();
+  const std::byte* const x = src.view().data().get();
+  // Host cost: a batch of opt.calls 4-byte operations behind a kernel that holds the stream (harness.hpp's method).
+  const unsigned long long hold_ns = 1'000'000ull + 20'000ull * static_cast<unsigned long long>(opt.calls);
+  for (auto* group : {&copies, &fills}) {
+    std::vector<std::pair<std::string, std::function<double()>>> entries;
+    for (auto& m : *group)
+      entries.emplace_back(m.name, [&m, &s, &opt, d, x, hold_ns] {
+        hold_stream<<<1, 1, 0, s.raw()>>>(hold_ns);
+        check(cudaGetLastError(), "hold_stream");
+        const auto start = wall_clock::now();
+        for (int i = 0; i < opt.calls; ++i) m.run(s.raw(), d, x, 4);
+        const auto stop = wall_clock::now();
+        check(cudaStreamSynchronize(s.raw()), "cudaStreamSynchronize");
+        return seconds_between(start, stop) * 1e9 / opt.calls;
+      });
+    interleave("copy", group == &copies ? "4 B copy, host cost" : "4 B fill, host cost", "ns/call", better::lower,
+               opt.warmups, std::max(15, opt.batches / 3), entries);
+  }
+  // Bandwidth, CUDA events around one operation of `bytes`.
+  cudaEvent_t start = nullptr, stop = nullptr;
+  check(cudaEventCreate(&start), "cudaEventCreate");
+  check(cudaEventCreate(&stop), "cudaEventCreate");
+  for (auto* group : {&copies, &fills}) {
+    std::vector<std::pair<std::string, std::function<double()>>> entries;
+    const bool is_copy = group == &copies;
+    for (auto& m : *group)
+      entries.emplace_back(m.name, [&m, &s, d, x, bytes, start, stop, is_copy] {
+        check(cudaEventRecord(start, s.raw()), "cudaEventRecord");
+        m.run(s.raw(), d, x, bytes);
+        check(cudaEventRecord(stop, s.raw()), "cudaEventRecord");
+        check(cudaEventSynchronize(stop), "cudaEventSynchronize");
+        float ms = 0;
+        check(cudaEventElapsedTime(&ms, start, stop), "cudaEventElapsedTime");
+        // A copy reads and writes every byte; report the bytes moved once, as the raw call's figure is usually given.
+        (void)is_copy;
+        return static_cast<double>(bytes) / (ms * 1e-3) / 1e9;
+      });
+    interleave("copy", (is_copy ? "copy " : "fill ") + size_text(bytes) + ", bandwidth", "GB/s", better::higher,
+               opt.warmups, opt.reps, entries);
+  }
+  check(cudaEventDestroy(start), "cudaEventDestroy");
+  check(cudaEventDestroy(stop), "cudaEventDestroy");
+
+  // Graph capture: the operation captured on a created stream, the graph launched twice; the data read back must be
+  // what the operation writes. 1 MiB, a pattern for copies, 0x5a for fills.
+  constexpr std::size_t captured = std::size_t{1} << 20;
+  std::vector<std::byte> want(captured), got(captured);
+  check(cudaMemcpy(want.data(), x, captured, cudaMemcpyDeviceToHost), "cudaMemcpy");
+  for (auto* group : {&copies, &fills}) {
+    const bool is_copy = group == &copies;
+    for (auto& m : *group) {
+      std::string verdict;
+      check(cudaMemset(d, 0, captured), "cudaMemset");
+      cudaGraph_t graph = nullptr;
+      cudaGraphExec_t exec = nullptr;
+      cudaError_t code = cudaStreamBeginCapture(s.raw(), cudaStreamCaptureModeGlobal);
+      bool threw = false;
+      if (code == cudaSuccess) {
+        try {
+          m.run(s.raw(), d, x, captured);
+        } catch (const std::exception& e) {
+          threw = true;
+          verdict = std::string("threw: ") + e.what();
+        }
+        code = cudaStreamEndCapture(s.raw(), &graph);
+      }
+      if (!threw && code != cudaSuccess) verdict = std::string("capture failed: ") + cudaGetErrorName(code);
+      if (!threw && code == cudaSuccess) {
+        code = cudaGraphInstantiate(&exec, graph, 0);
+        if (code == cudaSuccess) code = cudaGraphLaunch(exec, s.raw());
+        if (code == cudaSuccess) code = cudaGraphLaunch(exec, s.raw());
+        if (code == cudaSuccess) code = cudaStreamSynchronize(s.raw());
+        if (code != cudaSuccess) {
+          verdict = std::string("replay failed: ") + cudaGetErrorName(code);
+        } else {
+          check(cudaMemcpy(got.data(), d, captured, cudaMemcpyDeviceToHost), "cudaMemcpy");
+          bool right = true;
+          for (std::size_t i = 0; i < captured && right; ++i)
+            right = got[i] == (is_copy ? want[i] : std::byte{0x5a});
+          verdict = right ? "replays correctly" : "replay wrote wrong data";
+        }
+      }
+      (void)cudaGetLastError();
+      if (exec != nullptr) check(cudaGraphExecDestroy(exec), "cudaGraphExecDestroy");
+      if (graph != nullptr) check(cudaGraphDestroy(graph), "cudaGraphDestroy");
+      std::printf("capture: %-12s %-28s %s\n", is_copy ? "copy 1 MiB" : "fill 1 MiB", m.name.c_str(),
+                  verdict.c_str());
+      captures.emplace_back(std::string(is_copy ? "copy" : "fill") + " | " + m.name, verdict);
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Output
+
+void print_results() {
+  std::string measurement;
+  for (const auto& r : results) {
+    if (r.measurement != measurement) {
+      measurement = r.measurement;
+      std::printf("\n%s [%s, %s is better]\n", measurement.c_str(), r.unit.c_str(),
+                  r.direction == better::lower ? "lower" : "higher");
+    }
+    // The ratio to cudamem's row of the same measurement (cudamem's first row where it has several).
+    const result_row* ours = nullptr;
+    for (const auto& o : results)
+      if (o.measurement == r.measurement && o.library.rfind("cudamem", 0) == 0) {
+        ours = &o;
+        break;
+      }
+    std::printf("  %-48s %12.2f  spread %5.1f%%", r.library.c_str(), r.value.median, 100 * spread_of(r.value));
+    if (ours != nullptr && ours->value.median != 0) std::printf("  x%.2f of cudamem", r.value.median / ours->value.median);
+    std::printf("\n");
+  }
+}
+
+// Targets: each compares cudamem with the best peer (peers: RMM, CCCL, PyTorch; not the raw runtime or Thrust).
+struct target_line {
+  std::string what;
+  double value, limit;
+  bool higher_is_better;
+};
+std::vector<target_line> targets;
+
+bool is_peer(const std::string& library) {
+  return library.rfind("RMM", 0) == 0 || library.rfind("CCCL", 0) == 0 || library.rfind("PyTorch", 0) == 0;
+}
+std::optional<double> best_peer(const std::string& measurement, better direction) {
+  std::optional<double> best;
+  for (const auto& r : results)
+    if (r.measurement == measurement && is_peer(r.library))
+      best = !best ? r.value.median
+                   : direction == better::lower ? std::min(*best, r.value.median) : std::max(*best, r.value.median);
+  return best;
+}
+void ratio_target(const std::string& what, const std::string& measurement, const std::string& ours, double limit) {
+  const result_row* mine = find_row(measurement, ours);
+  const auto peer = best_peer(measurement, better::lower);
+  if (mine == nullptr || !peer) return;
+  targets.push_back({what + " (cudamem / fastest peer)", mine->value.median / *peer, limit, false});
+}
+
+void evaluate_targets() {
+  const std::string pool = cudamem_caching_pool::name;
+  ratio_target("1 MiB pair", "1 MiB pair, 1 stream", pool, 0.25);
+  ratio_target("random uniform, 1 stream", "random uniform, 1 stream", pool, 0.5);
+  ratio_target("random normal, 1 stream", "random normal, 1 stream", pool, 0.5);
+  // 8 threads: pairs/s, higher is better: the fastest peer's time per pair over cudamem's.
+  if (const result_row* mine = find_row("random uniform, 8 threads", pool)) {
+    if (const auto peer = best_peer("random uniform, 8 threads", better::higher))
+      targets.push_back({"random uniform, 8 threads (fastest peer's time / cudamem's)", *peer / mine->value.median, 0.5,
+                         false});
+    if (const result_row* one = find_row("random uniform, 1 threads", pool)) {
+      const double scaling = mine->value.median / one->value.median;
+      targets.push_back({"8 threads over 1 thread, cudamem", scaling, 4.0, true});
+      double best_other = 0;
+      for (const auto& r : results)
+        if (r.measurement == "random uniform, 8 threads" && is_peer(r.library))
+          if (const result_row* r1 = find_row("random uniform, 1 threads", r.library))
+            best_other = std::max(best_other, r.value.median / r1->value.median);
+      if (best_other > 0)
+        targets.push_back({"8-thread scaling, cudamem over the best-scaling peer", scaling / best_other, 1.0, true});
+    }
+  }
+  for (const char* t : {"random uniform", "random normal", "mixed 256 B-64 MiB"}) {
+    const std::string m = std::string(t) + ": peak held";
+    const result_row* mine = find_row(m, pool);
+    std::optional<double> least;
+    for (const auto& r : results)
+      if (r.measurement == m && is_peer(r.library)) least = least ? std::min(*least, r.value.median) : r.value.median;
+    if (mine != nullptr && least && *least > 0)
+      targets.push_back({m + " (cudamem / least of the peers)", mine->value.median / *least, 1.1, false});
+  }
+  for (const char* m : {"4 B copy, host cost", "4 B fill, host cost"}) {
+    const bool is_copy = std::string(m).find("copy") != std::string::npos;
+    const result_row* mine = find_row(m, is_copy ? "cudamem copy" : "cudamem fill_bytes");
+    const result_row* raw = find_row(m, is_copy ? "cudaMemcpyAsync" : "cudaMemsetAsync");
+    if (mine == nullptr || raw == nullptr) continue;
+    targets.push_back({std::string(m) + " (cudamem / raw)", mine->value.median / raw->value.median, 1.03, false});
+    for (const auto& r : results)
+      if (r.measurement == m && r.library != mine->library && r.library != raw->library)
+        targets.push_back({std::string(m) + " (cudamem / " + r.library + ")", mine->value.median / r.value.median, 1.0,
+                           false});
+  }
+  for (const auto& r : results)
+    if (r.measurement.find("bandwidth") != std::string::npos && r.library.rfind("cudamem", 0) == 0) {
+      const result_row* raw =
+          find_row(r.measurement, r.measurement.rfind("copy", 0) == 0 ? "cudaMemcpyAsync" : "cudaMemsetAsync");
+      if (raw != nullptr) targets.push_back({r.measurement + " (cudamem / raw)", r.value.median / raw->value.median, 0.99, true});
+    }
+}
+
+void print_targets() {
+  int met = 0;
+  std::printf("\ntargets\n");
+  for (const auto& t : targets) {
+    const bool pass = t.higher_is_better ? t.value >= t.limit : t.value <= t.limit;
+    met += pass;
+    std::printf("  %-80s %7.3f  (target %s %.2f): %s\n", t.what.c_str(), t.value, t.higher_is_better ? ">=" : "<=",
+                t.limit, pass ? "PASS" : "FAIL");
+  }
+  std::printf("%d of %zu targets met\n", met, targets.size());
+}
+
+void write_results_json(const char* path, const std::string& device, const std::string& versions) {
+  std::FILE* out = std::fopen(path, "w");
+  if (out == nullptr) fail(path, std::strerror(errno));
+  std::fprintf(out, "{\"device\": %s, \"versions\": %s,\n \"rows\": [\n", json_string(device).c_str(),
+               json_string(versions).c_str());
+  for (std::size_t i = 0; i < results.size(); ++i) {
+    const auto& r = results[i];
+    std::fprintf(out,
+                 "  {\"section\": %s, \"measurement\": %s, \"library\": %s, \"unit\": %s, \"median\": %.6g, "
+                 "\"q1\": %.6g, \"q3\": %.6g, \"better\": \"%s\"}%s\n",
+                 json_string(r.section).c_str(), json_string(r.measurement).c_str(), json_string(r.library).c_str(),
+                 json_string(r.unit).c_str(), r.value.median, r.value.q1, r.value.q3,
+                 r.direction == better::lower ? "lower" : "higher", i + 1 < results.size() ? "," : "");
+  }
+  std::fprintf(out, " ],\n \"captures\": [\n");
+  for (std::size_t i = 0; i < captures.size(); ++i)
+    std::fprintf(out, "  {\"operation\": %s, \"verdict\": %s}%s\n", json_string(captures[i].first).c_str(),
+                 json_string(captures[i].second).c_str(), i + 1 < captures.size() ? "," : "");
+  std::fprintf(out, " ],\n \"targets\": [\n");
+  for (std::size_t i = 0; i < targets.size(); ++i) {
+    const auto& t = targets[i];
+    const bool pass = t.higher_is_better ? t.value >= t.limit : t.value <= t.limit;
+    std::fprintf(out, "  {\"target\": %s, \"value\": %.6g, \"limit\": %.6g, \"pass\": %s}%s\n",
+                 json_string(t.what).c_str(), t.value, t.limit, pass ? "true" : "false",
+                 i + 1 < targets.size() ? "," : "");
+  }
+  std::fprintf(out, " ]}\n");
+  if (std::fclose(out) != 0) fail(path, "write failed");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  bench_name = "bench_peers";
+  const options opt = parse_options(argc, argv);
+  if (visible_devices() == 0) return 77;
+  try {
+    check(cudaSetDevice(0), "cudaSetDevice");
+    check(set_pool_release_threshold(device_id(0)), "set_pool_release_threshold");
+    cudaDeviceProp prop{};
+    check(cudaGetDeviceProperties(&prop, 0), "cudaGetDeviceProperties");
+    int driver = 0, runtime = 0;
+    check(cudaDriverGetVersion(&driver), "cudaDriverGetVersion");
+    check(cudaRuntimeGetVersion(&runtime), "cudaRuntimeGetVersion");
+    std::string versions = "cudamem " + std::to_string(CUDAMEM_VERSION_MAJOR) + "." +
+                           std::to_string(CUDAMEM_VERSION_MINOR) + "." + std::to_string(CUDAMEM_VERSION_PATCH) +
+                           "; CUDA runtime " + std::to_string(runtime) + ", driver " + std::to_string(driver) +
+                           "; Thrust " + std::to_string(THRUST_VERSION);
+#if defined(CUDAMEM_BENCH_RMM)
+    versions += "; RMM " CUDAMEM_BENCH_RMM_VERSION;
+#else
+    std::printf("RMM: not found (bench/README.md: tools/fetch-peers.sh)\n");
+#endif
+#if defined(CUDAMEM_BENCH_CCCL)
+    versions += "; CCCL " + std::to_string(CCCL_MAJOR_VERSION) + "." + std::to_string(CCCL_MINOR_VERSION) + "." +
+                std::to_string(CCCL_PATCH_VERSION);
+#else
+    std::printf("CCCL 3.3 or newer: not found (the toolkit's is older)\n");
+#endif
+#if defined(CUDAMEM_BENCH_TORCH)
+    int devices = 0;
+    check(cudaGetDeviceCount(&devices), "cudaGetDeviceCount");
+    torch_init(devices);
+    versions += std::string("; PyTorch ") + torch_version();
+#else
+    std::printf("PyTorch C++: not found\n");
+#endif
+    std::printf("bench_peers on %s: %s\n", prop.name, versions.c_str());
+    auto streams = make_streams(8);
+    pin_to_current_cpu();
+    allocation_section(opt, streams);
+    buffer_section(opt, streams);
+    copy_section(opt, streams);
+    print_results();
+    evaluate_targets();
+    print_targets();
+    if (opt.json_path != nullptr) {
+      write_results_json(opt.json_path, prop.name, versions);
+      std::printf("wrote %s\n", opt.json_path);
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "bench_peers: a peer threw: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
