@@ -14,6 +14,7 @@
 #include <cudamem/kind.hpp>
 #include <cudamem/peer.hpp>
 #include <cudamem/pitched.hpp>
+#include <cudamem/pitched_span.hpp>
 #include <cudamem/pool.hpp>
 #include <cudamem/ptr.hpp>
 #include <cudamem/registry.hpp>

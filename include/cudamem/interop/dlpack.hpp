@@ -5,8 +5,8 @@
 /// and element types map, and the checks of an import (its invalid_argument errors): docs/interop.md.
 #pragma once
 
-#include <cudamem/detail/strided_rows.hpp>
 #include <cudamem/detail/unique_handle.hpp>
+#include <cudamem/interop/detail/strided_rows.hpp>
 #include <cudamem/pitched.hpp>
 
 #include <dlpack/dlpack.h>

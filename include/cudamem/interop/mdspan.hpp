@@ -6,8 +6,8 @@
 /// compile-time access rule ends at the conversion. See docs/interop.md.
 #pragma once
 
-#include <cudamem/detail/strided_rows.hpp>
-#include <cudamem/pitched.hpp>
+#include <cudamem/interop/detail/strided_rows.hpp>
+#include <cudamem/pitched_span.hpp>
 
 #include <cuda/std/mdspan>
 #include <cuda/std/span>
