@@ -2,6 +2,13 @@
 /// \file
 /// Copies and fills: copy, CuPy's copy_from_device, copy_from_host, copy_to_host, fill_bytes and (nvcc) fill. Refused
 /// at compile time: element types that differ, a const dst, pageable memory or a temporary owner when stream-ordered.
+///
+///     status copy(dst, src [, stream])     views or owners of one element type and extent, 1D or 2D, any kinds
+///     copy_from_device, copy_from_host, copy_to_host   as copy, with one side's kind checked (CuPy's names)
+///     status fill_bytes(dst, value [, stream])         memset of every element's bytes
+///     status fill(dst, value, stream)      nvcc only: a kernel sets every element to value
+///     status copy_2d(dst, dpitch, src, spitch, width_bytes, height [, stream])   on typed pointers, cudaMemcpy2D's
+///     Without a stream: complete on return; with one: ordered on it, not synchronizing, capturable.
 #pragma once
 
 #include <cudamem/detail/copy2d.hpp>  // nvcc: the 2D copy kernel, registered with the engine

@@ -74,15 +74,13 @@ class pitched_buffer {
   /// The rows as a view, valid while the buffer lives; const elements for a const buffer. Not of a temporary.
   [[nodiscard]] pitched_span<T, Kind> view() & noexcept { return {rows_.data(), width_, height_, pitch_}; }
   [[nodiscard]] pitched_span<const T, Kind> view() const& noexcept { return {rows_.data(), width_, height_, pitch_}; }
-  void view() const&& = delete;
-  operator pitched_span<T, Kind>() & noexcept { return view(); }
-  operator pitched_span<const T, Kind>() const& noexcept { return view(); }
-  operator pitched_span<T, Kind>() const&& = delete;
-  operator pitched_span<const T, Kind>() const&& = delete;
   ///@}
   [[nodiscard]] ptr<T, Kind> data() & noexcept { return rows_.data(); }  ///< The first element (null when empty).
   [[nodiscard]] ptr<const T, Kind> data() const& noexcept { return rows_.data(); }  ///< As data(), of const T.
-  void data() const&& = delete;
+  ///@{
+  /// Converts to its view as view() does; not a temporary buffer, whose view would dangle.
+  CUDAMEM_DETAIL_OWNER_VIEWS((pitched_span<T, Kind>), (pitched_span<const T, Kind>));
+  ///@}
   [[nodiscard]] std::size_t width() const noexcept { return width_; }  ///< Elements per row.
   [[nodiscard]] std::size_t height() const noexcept { return height_; }  ///< Rows.
   [[nodiscard]] std::size_t pitch_bytes() const noexcept { return pitch_; }  ///< Bytes from a row to the next.
