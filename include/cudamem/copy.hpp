@@ -11,6 +11,7 @@
 ///     Without a stream: complete on return; with one: ordered on it, not synchronizing, capturable.
 #pragma once
 
+#include <cudamem/buffer.hpp>  // not used here (copies take owners as viewables); code that includes copy.hpp has it
 #include <cudamem/detail/copy2d.hpp>  // nvcc: the 2D copy kernel, registered with the engine
 #include <cudamem/detail/peer_registry.hpp>
 #include <cudamem/detail/transfer.hpp>
