@@ -1,6 +1,13 @@
 // SPDX-License-Identifier: MIT
 /// \file
 /// `buffer<T, Kind>`: owning memory of one kind; move-only, deep-const, freed through its resource in stream order.
+///
+///     buffer<T, Kind>::allocate(count [, device_id | stream_ref [, resource_ref<Kind>]])   result<buffer>
+///       view(), data(), size(), size_bytes(), empty(), device(), stream(), resource(), set_stream(s)
+///       b[i], begin(), end()               host-side, host-accessible kinds only
+///       release()                          gives up ownership: free through resource() yourself
+///       move-only, deep-const (a const buffer views const T); no view or pointer of a temporary
+///     device_buffer<T>, pinned_buffer<T>, host_buffer<T>, managed_buffer<T>
 #pragma once
 
 #include <cudamem/registry.hpp>
@@ -76,14 +83,12 @@ class buffer {
 
   [[nodiscard]] span<T, Kind> view() & noexcept { return {data(), size_}; }  ///< The whole buffer, while it lives.
   [[nodiscard]] span<const T, Kind> view() const& noexcept { return {data(), size_}; }  ///< As view(), of const T.
-  void view() const&& = delete;
-  operator span<T, Kind>() & noexcept { return view(); }  ///< As view().
-  operator span<const T, Kind>() const& noexcept { return view(); }  ///< As view().
-  operator span<T, Kind>() const&& = delete;
-  operator span<const T, Kind>() const&& = delete;
   [[nodiscard]] ptr<T, Kind> data() & noexcept { return {data_, device_}; }  ///< The first element (null when empty).
   [[nodiscard]] ptr<const T, Kind> data() const& noexcept { return {data_, device_}; }  ///< As data(), of const T.
-  void data() const&& = delete;
+  ///@{
+  /// Converts to its view as view() does; not a temporary buffer, whose view would dangle.
+  CUDAMEM_DETAIL_OWNER_VIEWS((span<T, Kind>), (span<const T, Kind>));
+  ///@}
   [[nodiscard]] std::size_t size() const noexcept { return size_; }  ///< The number of elements.
   [[nodiscard]] std::size_t size_bytes() const noexcept { return size_ * sizeof(T); }  ///< size() * sizeof(T); fits.
   [[nodiscard]] bool empty() const noexcept { return size_ == 0; }  ///< True when size() is 0.

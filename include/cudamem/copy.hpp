@@ -2,12 +2,20 @@
 /// \file
 /// Copies and fills: copy, CuPy's copy_from_device, copy_from_host, copy_to_host, fill_bytes and (nvcc) fill. Refused
 /// at compile time: element types that differ, a const dst, pageable memory or a temporary owner when stream-ordered.
+///
+///     status copy(dst, src [, stream])     views or owners of one element type and extent, 1D or 2D, any kinds
+///     copy_from_device, copy_from_host, copy_to_host   as copy, with one side's kind checked (CuPy's names)
+///     status fill_bytes(dst, value [, stream])         memset of every element's bytes
+///     status fill(dst, value, stream)      nvcc only: a kernel sets every element to value
+///     status copy_2d(dst, dpitch, src, spitch, width_bytes, height [, stream])   on typed pointers, cudaMemcpy2D's
+///     Without a stream: complete on return; with one: ordered on it, not synchronizing, capturable.
 #pragma once
 
-#include <cudamem/buffer.hpp>
+#include <cudamem/buffer.hpp>  // not used here (copies take owners as viewables); code that includes copy.hpp has it
 #include <cudamem/detail/copy2d.hpp>  // nvcc: the 2D copy kernel, registered with the engine
 #include <cudamem/detail/peer_registry.hpp>
 #include <cudamem/detail/transfer.hpp>
+#include <cudamem/pitched_span.hpp>
 #include <cudamem/span.hpp>
 
 #include <algorithm>
@@ -22,6 +30,10 @@ namespace detail {
 template <class T, class K>
 constexpr operand operand_of(span<T, K> view) noexcept {
   return {view.data().get(), view.size(), 1, 0, view.device(), kind_id_of<K>};
+}
+template <class T, class K>
+constexpr operand operand_of(pitched_span<T, K> view) noexcept {
+  return {view.data().get(), view.width(), view.height(), view.pitch_bytes(), view.device(), kind_id_of<K>};
 }
 /// An owner passed as an rvalue: it goes away at the end of the full expression.
 template <class V>
@@ -196,5 +208,31 @@ struct fill_fn {
 /// a multiple of alignof(T), refused before the launch), CUDA errors (this launch's own, never an earlier one's).
 inline constexpr detail::fill_fn fill{};
 #endif
+
+namespace detail {
+template <class T, class DK, class U, class SK>
+status copy_rows(ptr<T, DK> dst, std::size_t dpitch, ptr<U, SK> src, std::size_t spitch, std::size_t width_bytes,
+                 std::size_t height, const stream_ref* s) noexcept {
+  check_copy_types<ptr<T, DK>, ptr<U, SK>>();
+  return copy_operands({dst.get(), width_bytes, height, dpitch, dst.device(), kind_id_of<DK>},
+                       {src.get(), width_bytes, height, spitch, src.device(), kind_id_of<SK>}, 1,
+                       copy_direction<DK, SK>, s, "copy_2d");
+}
+}  // namespace detail
+
+/// Copies `height` rows of `width_bytes` bytes from `src` (rows `spitch` bytes apart) to `dst` (`dpitch` apart) with
+/// copy's checks and synchronization (cudaMemcpy2D). Compile-time: same element type, dst not const. Errors: as copy.
+template <class T, memory_kind DK, class U, memory_kind SK>
+[[nodiscard]] status copy_2d(ptr<T, DK> dst, std::size_t dpitch, ptr<U, SK> src, std::size_t spitch,
+                             std::size_t width_bytes, std::size_t height) noexcept {
+  return detail::copy_rows(dst, dpitch, src, spitch, width_bytes, height, nullptr);
+}
+/// As copy_2d, ordered on `s` (cudaMemcpy2DAsync); does not synchronize; can be captured. No pageable host memory.
+template <class T, memory_kind DK, class U, memory_kind SK>
+[[nodiscard]] status copy_2d(ptr<T, DK> dst, std::size_t dpitch, ptr<U, SK> src, std::size_t spitch,
+                             std::size_t width_bytes, std::size_t height, stream_ref s) noexcept {
+  detail::check_stream_ordered<ptr<T, DK>, ptr<U, SK>>();
+  return detail::copy_rows(dst, dpitch, src, spitch, width_bytes, height, &s);
+}
 
 }  // namespace cudamem

@@ -1,6 +1,10 @@
 // SPDX-License-Identifier: MIT
 /// \file
 /// The umbrella header: every public header but those in interop/.
+///
+///     error, kind, device, stream, ptr, span, pitched_span       errors; kinds; devices; streams; views
+///     resource, buffer, pitched, host_register, registry, pool   where memory comes from, and its owners
+///     copy, peer                                                 copies and fills; peer access
 #pragma once
 
 /// \namespace cudamem
@@ -14,6 +18,7 @@
 #include <cudamem/kind.hpp>
 #include <cudamem/peer.hpp>
 #include <cudamem/pitched.hpp>
+#include <cudamem/pitched_span.hpp>
 #include <cudamem/pool.hpp>
 #include <cudamem/ptr.hpp>
 #include <cudamem/registry.hpp>

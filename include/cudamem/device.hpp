@@ -1,6 +1,11 @@
 // SPDX-License-Identifier: MIT
 /// \file
 /// Devices: `device_id`, the current device, the RAII `device_guard`, and cached `max_pitch` and `compute_capability`.
+///
+///     device_id(ordinal), device_id::host(); get(), is_host()    an ordinal, trivially copyable, ==
+///     result<int> device_count();  result<device_id> current_device();  status set_current_device(id)
+///     device_guard::set(id), device_guard::keep_current()        RAII: the previous device comes back
+///     result<std::size_t> max_pitch(id);  result<int> compute_capability(id)   cached per device
 #pragma once
 
 #include <cudamem/detail/unique_handle.hpp>

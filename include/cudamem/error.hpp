@@ -2,6 +2,14 @@
 /// \file
 /// Errors and results: every fallible call returns `result<T>` (a subset of std::expected<T, error>) or `status`
 /// (`result<void>`); nothing throws. Also check_launch, the release handler and CUDAMEM_TRY.
+///
+///     errc, error_domain; to_string(errc), to_string(error_domain)
+///     error: code(), domain(), native_code(), cuda_status(), api(), call(), message(), is_sticky(), with_api(api)
+///     result<T>: has_value(), value(), error(), value_or, and_then, transform, or_else, transform_error (as expected)
+///     status = result<void>                what a fallible call that produces nothing returns
+///     CUDAMEM_TRY(expr)                    returns the error of a failed result or status
+///     status check_launch(kernel_name)     a launch's error, after <<<>>>
+///     set_release_handler(handler)         where destructors' failed releases go (default: print)
 #pragma once
 
 #include <cudamem/detail/config.hpp>

@@ -1,6 +1,10 @@
 // SPDX-License-Identifier: MIT
 /// \file
 /// RAII page-locking of pageable host memory: `host_register(host_span<T>)` gives a move-only `host_registration<T>`.
+///
+///     result<host_registration<T>> host_register(host_span<T> range)   cudaHostRegister, portable and mapped
+///     host_registration<T>: view() -> pinned_span<T> (const registration: pinned_span<const T>), data()
+///       move-only; unregisters when it goes; deep-const; no view or pointer of a temporary
 #pragma once
 
 #include <cudamem/detail/unique_handle.hpp>
@@ -64,12 +68,19 @@ class host_registration {
     return registered;
   }
   /// The range as page-locked memory, while this lives; empty after a move.
-  [[nodiscard]] pinned_span<T> view() const& noexcept {
-    return pinned_span<T>(pinned_ptr<T>(static_cast<T*>(registered_.get())), registered_.valid() ? count_ : 0);
+  [[nodiscard]] pinned_span<T> view() & noexcept { return {data(), registered_.valid() ? count_ : 0}; }
+  /// As view(), of const T: a const registration does not give write access to the range.
+  [[nodiscard]] pinned_span<const T> view() const& noexcept { return {data(), registered_.valid() ? count_ : 0}; }
+  /// The range's first element (null when empty or moved from).
+  [[nodiscard]] pinned_ptr<T> data() & noexcept { return pinned_ptr<T>(static_cast<T*>(registered_.get())); }
+  /// As data(), of const T.
+  [[nodiscard]] pinned_ptr<const T> data() const& noexcept {
+    return pinned_ptr<const T>(static_cast<const T*>(registered_.get()));
   }
-  pinned_span<T> view() const&& = delete;  ///< Refused: it would outlive a temporary.
-  operator pinned_span<T>() const& noexcept { return view(); }  ///< As view().
-  operator pinned_span<T>() const&& = delete;  ///< Refused: it would outlive a temporary.
+  ///@{
+  /// Converts to its view as view() does; not a temporary registration, whose view would outlive it.
+  CUDAMEM_DETAIL_OWNER_VIEWS((pinned_span<T>), (pinned_span<const T>));
+  ///@}
 
  private:
   host_registration(void* address = nullptr, std::size_t count = 0) noexcept : registered_(address), count_(count) {}

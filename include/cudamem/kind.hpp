@@ -1,6 +1,12 @@
 // SPDX-License-Identifier: MIT
 /// \file
 /// Memory kinds as types, their traits, and the copy rules between them, in one place.
+///
+///     host, pinned, device, managed        the kinds: host_accessible, device_accessible, page_locked, name
+///     memory_kind<K>                       one of the four
+///     stream_orderable<K>                  may K take part in stream-ordered copies and fills (not host)
+///     kind_convertible<From, To>           a view of From may be viewed as To (pinned widens to host)
+///     copy_direction<Dst, Src>             the cudaMemcpyKind a copy between them uses
 #pragma once
 
 #include <cudamem/detail/config.hpp>

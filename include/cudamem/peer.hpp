@@ -3,6 +3,12 @@
 /// Peer access between the devices of one process: what CUDA reports about each pair (can_access_peer,
 /// peer_link_between, peers_of), and guards counted per pair process-wide (peer_access::enable, enable_both) that let
 /// one device's kernels and copies reach another's memory and default pool. Design: docs/decisions.md.
+///
+///     result<bool> can_access_peer(accessor, owner)
+///     result<peer_link> peer_link_between(accessor, owner);  result<peer_links> peers_of(accessor)
+///     result<peer_access> peer_access::enable(accessor, owner)   counted per pair; disabled when the last goes
+///       accessor(), owner(), valid(); move-only
+///     result<std::pair<peer_access, peer_access>> enable_both(a, b)
 #pragma once
 
 #include <cudamem/detail/peer_registry.hpp>

@@ -509,6 +509,11 @@ class caching_pool {
   std::atomic<std::size_t> reserved_bytes_{0}, reserved_blocks_{0}, peak_{0}, upstream_allocations_{0}, retries_{0};
   std::atomic<std::uint64_t> served_{0};  // a bit per device the pool has taken blocks from (63: 63 and above)
 };
+/// Pools compare by identity: each caches blocks of its own.
+template <class Upstream, class StreamOrder>
+bool operator==(const caching_pool<Upstream, StreamOrder>& a, const caching_pool<Upstream, StreamOrder>& b) noexcept {
+  return &a == &b;
+}
 static_assert(memory_resource_for<caching_pool<device_pool_resource>, device>);
 
 /// What a statistics_adaptor counts.
@@ -552,6 +557,11 @@ class statistics_adaptor {
   Upstream& upstream_;
   std::atomic<std::size_t> bytes_{0}, blocks_{0}, peak_{0};
 };
+/// Adaptors compare by identity: each counts what went through it.
+template <class Upstream>
+bool operator==(const statistics_adaptor<Upstream>& a, const statistics_adaptor<Upstream>& b) noexcept {
+  return &a == &b;
+}
 static_assert(memory_resource_for<statistics_adaptor<device_pool_resource>, device>);
 
 /// Refuses (out_of_memory, naming the budget) what would take the bytes outstanding through `Upstream` past a budget.
@@ -588,6 +598,11 @@ class limit_adaptor {
   std::size_t budget_;
   std::atomic<std::size_t> used_{0};
 };
+/// Adaptors compare by identity: each holds a budget of its own.
+template <class Upstream>
+bool operator==(const limit_adaptor<Upstream>& a, const limit_adaptor<Upstream>& b) noexcept {
+  return &a == &b;
+}
 static_assert(memory_resource_for<limit_adaptor<device_pool_resource>, device>);
 
 }  // namespace cudamem

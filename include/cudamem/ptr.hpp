@@ -1,6 +1,11 @@
 // SPDX-License-Identifier: MIT
 /// \file
 /// `ptr<T, Kind>`: a typed address that knows its memory kind and device.
+///
+///     ptr<T, Kind>(raw, device_id), ptr<T, Kind>(raw) (host, pinned)   unchecked; trivially copyable
+///       get(), device(), explicit bool, *p, p[i], p->m (where Kind may be touched), +, -, ++, --, ==, <
+///       converts to add const, or pinned to host; never the reverse
+///     device_ptr<T>, pinned_ptr<T>, host_ptr<T>, managed_ptr<T>
 #pragma once
 
 #include <cudamem/device.hpp>

@@ -1,6 +1,14 @@
 // SPDX-License-Identifier: MIT
 /// \file
 /// Memory resources (the stream-first interface of CCCL's cuda::mr and RMM) and `resource_ref<K>`, which buffers keep.
+///
+///     memory_resource_for<R, K>            allocate(stream_ref, bytes, alignment) -> result<void*>; deallocate
+///     device_malloc_resource, pinned_resource, managed_resource   cudaMalloc, cudaMallocHost, cudaMallocManaged
+///     device_pool_resource                 cudaMallocAsync on the stream's device, stream-ordered
+///     host_resource                        aligned operator new
+///     resource_ref<K>(r)                   non-owning, two pointers; allocate, deallocate, ==
+///     default_resource<K>([stream_ordered])   what a buffer uses when given none
+///     Resources compare equal when either can free what the other allocated: stateless ones always.
 #pragma once
 
 #include <cudamem/detail/capture.hpp>
@@ -59,6 +67,7 @@ struct cuda_resource {
     if constexpr (is_pinned) check_release(cudaFreeHost(p), "cudaFreeHost");
     else check_release(cudaFree(p), "cudaFree");
   }
+  friend bool operator==(const cuda_resource&, const cuda_resource&) noexcept = default;  // stateless: all equal
 
  private:
   static constexpr bool is_pinned = std::is_same_v<K, pinned>, is_managed = std::is_same_v<K, managed>;
@@ -87,6 +96,8 @@ R& builtin_resource() noexcept {
 using device_malloc_resource = detail::cuda_resource<device>;
 using pinned_resource = detail::cuda_resource<pinned>;    ///< cudaMallocHost (mapped for every device), synchronous.
 using managed_resource = detail::cuda_resource<managed>;  ///< cudaMallocManaged (attached globally), synchronous.
+static_assert(memory_resource_for<device_malloc_resource, device> && memory_resource_for<pinned_resource, pinned> &&
+              memory_resource_for<managed_resource, managed>);
 
 /// cudaMallocAsync from the pool of the stream's device, ordered on the stream; cudaFreeAsync on the stream given to
 /// deallocate. Both can be captured. Errors: not_supported without memory pools.
@@ -105,7 +116,10 @@ struct device_pool_resource {
   void deallocate(stream_ref s, void* p, std::size_t, std::size_t) noexcept {
     detail::check_release(cudaFreeAsync(p, s.get()), "cudaFreeAsync");
   }
+  /// Stateless: any two are equal (either frees what the other allocated).
+  friend bool operator==(const device_pool_resource&, const device_pool_resource&) noexcept = default;
 };
+static_assert(memory_resource_for<device_pool_resource, device>);
 
 /// Aligned operator new: at least 64 bytes (a cache line), more when asked. Needs no device.
 struct host_resource {
@@ -121,10 +135,13 @@ struct host_resource {
   void deallocate(stream_ref, void* p, std::size_t, std::size_t alignment) noexcept {
     ::operator delete(p, std::align_val_t{aligned(alignment)});
   }
+  /// Stateless: any two are equal (either frees what the other allocated).
+  friend bool operator==(const host_resource&, const host_resource&) noexcept = default;
 
  private:
   static constexpr std::size_t aligned(std::size_t alignment) noexcept { return alignment < 64 ? 64 : alignment; }
 };
+static_assert(memory_resource_for<host_resource, host>);
 
 /// A non-owning, type-erased handle (two pointers) to a resource of kind K, which must outlive it and its buffers.
 template <memory_kind K>
@@ -146,23 +163,32 @@ class resource_ref {
   }
   /// True for a resource with `static constexpr bool selects_device = true`: it makes a stream's device current itself.
   [[nodiscard]] bool selects_device() const noexcept { return ops_->selects_device; }
-  friend bool operator==(resource_ref a, resource_ref b) noexcept { return a.object_ == b.object_; }  ///< Same object.
+  /// The same object, or two of one type that its operator== finds equal (two stateless resources of a type are).
+  friend bool operator==(resource_ref a, resource_ref b) noexcept {
+    return a.object_ == b.object_ || (a.ops_ == b.ops_ && a.ops_->equal(a.object_, b.object_));
+  }
 
  private:
   struct operations {
     result<void*> (*allocate)(void*, stream_ref, std::size_t, std::size_t) noexcept;
     void (*deallocate)(void*, stream_ref, void*, std::size_t, std::size_t) noexcept;
     bool selects_device;
+    bool (*equal)(const void*, const void*) noexcept;  // two objects of one type; without operator==: identity
   };
   template <class R>
   static constexpr operations ops_for{
       [](void* r, auto... args) noexcept { return static_cast<R*>(r)->allocate(args...); },
       [](void* r, auto... args) noexcept { static_cast<R*>(r)->deallocate(args...); },
-      (requires { requires R::selects_device; })};
+      (requires { requires R::selects_device; }),
+      [](const void* a, const void* b) noexcept {
+        if constexpr (std::equality_comparable<R>) return *static_cast<const R*>(a) == *static_cast<const R*>(b);
+        else return a == b;
+      }};
 
   void* object_;
   const operations* ops_;
 };
+static_assert(memory_resource_for<resource_ref<device>, device>);
 
 /// The resource a buffer of kind K uses when none is given (device: the pool if stream-ordered, else cudaMalloc).
 template <memory_kind K>

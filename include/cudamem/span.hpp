@@ -1,6 +1,15 @@
 // SPDX-License-Identifier: MIT
 /// \file
 /// `span<T, Kind>`: a typed pointer and a count, the 1D view passed to copies and kernels.
+///
+///     span<T, Kind>(ptr, count); span(host container), span(host array)   unchecked; by value to kernels
+///       data(), size(), size_bytes(), empty(), device(), view(), s[i], begin(), end()   (where Kind may be touched)
+///       subspan_unchecked(offset, count)   kernel-side; debug builds: CUDAMEM_ASSERT
+///       subspan(offset [, count]), first(count), last(count)   checked: result<span>
+///     device_span<T>, pinned_span<T>, host_span<T>, managed_span<T>
+///     make_span<Kind>(raw, count, device_id), make_host_span(raw, count)
+///     as_bytes(span), as_writable_bytes(span)   checked: result<span<[const] std::byte, Kind>>
+///     viewable<V>                          what copies take: a `kind` and a `view()`
 #pragma once
 
 #include <cudamem/detail/arith.hpp>

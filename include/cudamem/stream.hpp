@@ -1,6 +1,13 @@
 // SPDX-License-Identifier: MIT
 /// \file
 /// Streams and events: owning, move-only `stream` and `event`, and non-owning, copyable `stream_ref` and `event_ref`.
+///
+///     stream_ref: legacy(), per_thread(), from_native_handle(h [, device_id]); get(), valid(), device(),
+///                 synchronize() (blocks), ready(), wait(event_ref); trivially copyable; not from int or nullptr
+///     event_ref:  from_native_handle(h); get(), valid(), record(stream_ref), synchronize(), ready()
+///     stream::create([device_id,] stream_options), stream::adopt(h, device_id); ref(), release()   owning
+///     event::create([device_id,] event_options); ref(); event::elapsed_ms(start, end)              owning
+///     Owners are move-only and convert to their ref only as lvalues: a ref of a temporary would dangle.
 #pragma once
 
 #include <cudamem/detail/capture.hpp>

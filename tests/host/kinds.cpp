@@ -2,12 +2,14 @@
 // Kinds: the traits table, the copy-direction table and the conversions it allows.
 #include <cudamem/buffer.hpp>
 #include <cudamem/kind.hpp>
+#include <cudamem/pool.hpp>
 #include <cudamem/ptr.hpp>
 #include <cudamem/resource.hpp>
 #include <cudamem/span.hpp>
 
 #include "catch.hpp"
 
+#include <cstddef>
 #include <type_traits>
 
 using namespace cudamem;
@@ -26,6 +28,45 @@ TEST_CASE("the built-in resources serve their kinds", "[kind][resource]") {
                  memory_resource_for<device_pool_resource, device>);
   STATIC_REQUIRE(memory_resource_for<pinned_resource, pinned> && memory_resource_for<managed_resource, managed>);
   STATIC_REQUIRE(memory_resource_for<host_resource, host> && !memory_resource_for<host_resource, pinned>);
+}
+
+namespace {
+struct counting_resource {  // a stateful resource with no operator==: resource_ref compares it by identity
+  using kind = device;
+  int allocations = 0;
+  result<void*> allocate(stream_ref, std::size_t, std::size_t) noexcept { return nullptr; }
+  void deallocate(stream_ref, void*, std::size_t, std::size_t) noexcept {}
+};
+}  // namespace
+
+TEST_CASE("resources compare equal when either frees what the other allocated", "[kind][resource]") {
+  device_pool_resource pool_a, pool_b;
+  device_malloc_resource malloc_a;
+  host_resource host_a, host_b;
+  CHECK(pool_a == pool_b);  // stateless: any two are equal
+  CHECK(host_a == host_b);
+  CHECK(malloc_a == device_malloc_resource());
+  CHECK(pinned_resource() == pinned_resource());
+  // resource_ref: the resources' own equality, not only the same object.
+  CHECK(resource_ref<device>(pool_a) == resource_ref<device>(pool_b));
+  CHECK(resource_ref<device>(pool_a) == default_resource<device>(true));
+  CHECK(resource_ref<device>(malloc_a) == default_resource<device>());
+  CHECK(resource_ref<host>(host_a) == default_resource<host>());
+  CHECK(resource_ref<device>(pool_a) != resource_ref<device>(malloc_a));  // another type: never equal
+  CHECK(default_resource<device>(true) != default_resource<device>());
+  // Stateful: pools and adaptors by identity, and a resource without operator== as well.
+  statistics_adaptor<device_pool_resource> counted_a(pool_a), counted_b(pool_a);
+  limit_adaptor<device_pool_resource> limited_a(pool_a, 1024), limited_b(pool_a, 1024);
+  CHECK(counted_a == counted_a);
+  CHECK(counted_a != counted_b);
+  CHECK(limited_a == limited_a);
+  CHECK(limited_a != limited_b);
+  CHECK(resource_ref<device>(counted_a) == resource_ref<device>(counted_a));
+  CHECK(resource_ref<device>(counted_a) != resource_ref<device>(counted_b));
+  CHECK(resource_ref<device>(limited_a) != resource_ref<device>(limited_b));
+  counting_resource plain_a, plain_b;
+  CHECK(resource_ref<device>(plain_a) == resource_ref<device>(plain_a));
+  CHECK(resource_ref<device>(plain_a) != resource_ref<device>(plain_b));
 }
 
 TEST_CASE("only pageable host memory is refused by stream-ordered operations", "[kind]") {

@@ -35,13 +35,25 @@ constexpr bool refers_to_lvalues_only =
     !std::is_constructible_v<Ref, const Owner&&>;
 static_assert(refers_to_lvalues_only<stream, stream_ref>);
 static_assert(refers_to_lvalues_only<event, event_ref>);
-static_assert(refers_to_lvalues_only<host_registration<float>, pinned_span<float>>);
+static_assert(refers_to_lvalues_only<host_registration<float>, pinned_span<const float>>);
+static_assert(refers_to_lvalues_only<host_registration<const int>, pinned_span<const int>>);
+static_assert(std::is_convertible_v<host_registration<float>&, pinned_span<float>> &&
+              !std::is_convertible_v<host_registration<float>&&, pinned_span<float>>);
+// A registration is deep-const, as buffers are: a const one gives const elements only.
+static_assert(!std::is_convertible_v<const host_registration<float>&, pinned_span<float>>);
+static_assert(std::is_same_v<decltype(std::declval<const host_registration<float>&>().view()), pinned_span<const float>>);
+static_assert(std::is_same_v<decltype(std::declval<const host_registration<float>&>().data()), pinned_ptr<const float>>);
+static_assert(std::is_same_v<decltype(std::declval<host_registration<float>&>().view()), pinned_span<float>>);
+static_assert(std::is_same_v<decltype(std::declval<host_registration<float>&>().data()), pinned_ptr<float>>);
 template <class Owner>
 concept ref_of_temporary = requires(Owner&& owner) { std::move(owner).ref(); };
 static_assert(!ref_of_temporary<stream> && !ref_of_temporary<event>);
 template <class Owner>
 concept view_of_temporary = requires(Owner&& owner) { std::move(owner).view(); };
 static_assert(!view_of_temporary<host_registration<float>> && viewable<host_registration<float>>);
+template <class Owner>
+concept data_of_temporary = requires(Owner&& owner) { std::move(owner).data(); };
+static_assert(!data_of_temporary<host_registration<float>> && !view_of_temporary<host_registration<const int>>);
 static_assert(host_registration<float>::owns_memory && host_registration<const int>::owns_memory);
 
 // The owners are move-only.

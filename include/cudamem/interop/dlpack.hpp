@@ -3,10 +3,15 @@
 /// cudamem views and owners as DLPack tensors (DLManagedTensor, DLPack 0.6 or later): to_dlpack; and tensors as views,
 /// checked: span_from_dlpack, pitched_from_dlpack. Needs dlpack/dlpack.h (Debian, Ubuntu: libdlpack-dev). How kinds
 /// and element types map, and the checks of an import (its invalid_argument errors): docs/interop.md.
+///
+///     dlpack_tensor: adopt(DLManagedTensor*), get(), release(); move-only, calls the deleter once
+///     result<dlpack_tensor> to_dlpack(span | pitched_span)        the tensor views the memory
+///     result<dlpack_tensor> to_dlpack(buffer&& | pitched_buffer&&)   the tensor owns the memory
+///     span_from_dlpack<T, Kind>(tensor), pitched_from_dlpack<T, Kind>(tensor)   checked: result<view>
 #pragma once
 
-#include <cudamem/detail/strided_rows.hpp>
 #include <cudamem/detail/unique_handle.hpp>
+#include <cudamem/interop/detail/strided_rows.hpp>
 #include <cudamem/pitched.hpp>
 
 #include <dlpack/dlpack.h>

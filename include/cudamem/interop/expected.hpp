@@ -1,6 +1,9 @@
 // SPDX-License-Identifier: MIT
 /// \file
 /// `result<T>` to and from `cuda::std::expected<T, error>` (CCCL). Optional: <cuda/std/expected> is slow to compile.
+///
+///     cuda::std::expected<T, error> to_expected(result<T>&&)
+///     result<T> from_expected(cuda::std::expected<T, error>&&)
 #pragma once
 
 #include <cudamem/error.hpp>

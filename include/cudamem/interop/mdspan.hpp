@@ -4,10 +4,14 @@
 /// to_pitched_span, from_cuda_span); optional, as <cuda/std/mdspan> compiles slowly. Going back, the caller names the
 /// kind (and the device for device and managed memory). Indexing an mdspan is not checked against the kind: the
 /// compile-time access rule ends at the conversion. See docs/interop.md.
+///
+///     to_mdspan(span) -> 1D mdspan;  to_mdspan(pitched_span) -> result<pitched_mdspan<T>>   (layout_stride)
+///     to_span<Kind>(mdspan [, device_id]), to_pitched_span<Kind>(mdspan [, device_id])   checked: result<...>
+///     to_cuda_span(span) -> cuda::std::span<T>;  from_cuda_span<Kind>(cuda::std::span [, device_id])
 #pragma once
 
-#include <cudamem/detail/strided_rows.hpp>
-#include <cudamem/pitched.hpp>
+#include <cudamem/interop/detail/strided_rows.hpp>
+#include <cudamem/pitched_span.hpp>
 
 #include <cuda/std/mdspan>
 #include <cuda/std/span>

@@ -4,6 +4,13 @@
 /// views (a temporary owner does not compile) of the communicator's device, ordered on a stream, never synchronizing.
 /// Their errors: invalid_argument (empty communicator, moved-from stream, view on another device), extents_mismatch,
 /// out_of_range (root, peer), NCCL's (domain nccl).
+///
+///     nccl::unique_id::create();  nccl::communicator::init_rank(size, id, rank), init_all(devices, out)
+///       rank(), size(), device(), get(), valid(), abort()
+///     nccl::group::start(), end()          ncclGroupStart/End as RAII
+///     all_reduce(comm, send, recv | data, op, s), broadcast(comm, send, recv, root, s)
+///     reduce_scatter(comm, send, recv, op, s), all_gather(comm, send, recv, s)
+///     send(comm, data, peer, s), receive(comm, data, peer, s)   each returns status
 #pragma once
 
 #if !__has_include(<nccl.h>)

@@ -4,6 +4,11 @@
 /// stream with temporary storage from a device resource (by default allocator_for(s)), and device spans as Thrust
 /// iterators (to_thrust, thrust_begin, thrust_end, from_thrust). Thrust reports errors by throwing, and so does the
 /// allocator: the one place cudamem throws. See docs/allocators.md.
+///
+///     thrust_allocator(s [, resource_ref<device>])   Thrust's temporary storage, ordered on s
+///     thrust_policy(s [, resource_ref<device>])      thrust::cuda::par_nosync with that allocator, on s
+///     to_thrust(span), thrust_begin(span), thrust_end(span)   thrust::device_ptr<T>
+///     from_thrust(device_ptr, count, device_id) -> device_span<T>
 #pragma once
 
 #include <cudamem/registry.hpp>

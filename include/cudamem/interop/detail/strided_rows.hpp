@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT
-// cudamem: pitched views as strides in elements (as mdspan and DLPack count them), and back. Internal.
+// cudamem: pitched views as strides in elements (as mdspan and DLPack count them), and back. Internal to interop/.
 #pragma once
 
-#include <cudamem/pitched.hpp>
+#include <cudamem/pitched_span.hpp>
 
 #include <cstddef>
 
