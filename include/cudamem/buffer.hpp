@@ -147,10 +147,27 @@ class buffer {
   }
   void free() noexcept {
     if (data_ == nullptr) return;
-    const stream_ref on = detail::is_default_stream(stream_.get()) ? stream_ref::legacy() : stream_;
+    const stream_ref on = free_stream(stream_);
     auto guard = make_current(device_, on, resource_);  // failed: free anyway, on the current device
     resource_.deallocate(on, data_, size_bytes(), alignof(T));
     forget();
+  }
+  // A default stream's buffer frees on the legacy stream, which is ordered after every blocking stream whichever
+  // thread frees it; but while the freeing thread captures its per-thread stream, the legacy stream would join that
+  // capture and invalidate it, so the free is captured there instead (a buffer allocated in that capture: the graph's
+  // own free node).
+  static stream_ref free_stream(stream_ref s) noexcept {
+    if (!detail::is_default_stream(s.get())) return s;
+#if defined(CUDA_API_PER_THREAD_DEFAULT_STREAM)
+    const bool per_thread = s.get() != cudaStreamLegacy;  // null is this build's per-thread stream
+#else
+    const bool per_thread = s.get() == cudaStreamPerThread;
+#endif
+    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+    if (per_thread && detail::driver_capture_status(cudaStreamPerThread, capture) &&
+        capture != cudaStreamCaptureStatusNone)
+      return stream_ref::per_thread();
+    return stream_ref::legacy();
   }
   void forget() noexcept {
     data_ = nullptr;
