@@ -24,7 +24,7 @@ class CudamemConan(ConanFile):
     exports_sources = ("CMakeLists.txt", "LICENSE", "cmake/*", "include/*")
 
     def set_version(self):
-        text = load(self, os.path.join(self.recipe_folder, "include", "cudamem", "detail", "config.hpp"))
+        text = load(self, os.path.join(self.recipe_folder, "include", "cudamem", "version.hpp"))
         parts = dict(re.findall(r"#define CUDAMEM_VERSION_(MAJOR|MINOR|PATCH) (\d+)", text))
         self.version = f"{parts['MAJOR']}.{parts['MINOR']}.{parts['PATCH']}"
 

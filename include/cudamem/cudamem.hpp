@@ -3,6 +3,8 @@
 /// The umbrella header: every public header but those in interop/.
 #pragma once
 
+#include <cudamem/version.hpp>
+
 /// \namespace cudamem
 /// Typed, kind-checked CUDA memory. Everything public lives here; `cudamem::detail` is internal.
 

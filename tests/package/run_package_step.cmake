@@ -233,7 +233,7 @@ elseif(STEP STREQUAL "conan")
   file(REMOVE_RECURSE "${_work}/conan-home" "${_work}/conan-consumer")
   pkg_run("conan profile" "${PKG_CONAN}" profile detect --force)
   pkg_run("conan create" "${PKG_CONAN}" create "${PKG_SOURCE_DIR}")
-  file(STRINGS "${PKG_SOURCE_DIR}/include/cudamem/detail/config.hpp" _version_lines REGEX "#define CUDAMEM_VERSION_(MAJOR|MINOR|PATCH) ")
+  file(STRINGS "${PKG_SOURCE_DIR}/include/cudamem/version.hpp" _version_lines REGEX "#define CUDAMEM_VERSION_(MAJOR|MINOR|PATCH) ")
   string(REGEX REPLACE "[^;]*MAJOR ([0-9]+);[^;]*MINOR ([0-9]+);[^;]*PATCH ([0-9]+)" "\\1.\\2.\\3" _version "${_version_lines}")
   pkg_run("conan install" "${PKG_CONAN}" install "--requires=cudamem/${_version}" -g CMakeToolchain
           "--output-folder=${_work}/conan-consumer")
