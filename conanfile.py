@@ -4,8 +4,12 @@ package files, so consumers write find_package(cudamem) and link cudamem::cudame
 an installed cudamem; the CUDA toolkit comes from the system (CUDACXX, nvcc on PATH, or
 /usr/local/cuda), as CUDA does not come from Conan Center.
 
+    conan profile detect                              # once, if there is no default profile yet
     conan create .                                    # into the local cache, no network needed
     conan install --requires=cudamem/0.1.0 -g CMakeToolchain
+
+find_package(cudamem COMPONENTS nccl) also gives the cudamem::nccl target. With compiler.cppstd=20
+on CMake 3.25.0/3.25.1, see the README for the nvcc flag the toolchain needs.
 """
 import os
 import re
@@ -24,7 +28,7 @@ class CudamemConan(ConanFile):
     exports_sources = ("CMakeLists.txt", "LICENSE", "cmake/*", "include/*")
 
     def set_version(self):
-        text = load(self, os.path.join(self.recipe_folder, "include", "cudamem", "detail", "config.hpp"))
+        text = load(self, os.path.join(self.recipe_folder, "include", "cudamem", "version.hpp"))
         parts = dict(re.findall(r"#define CUDAMEM_VERSION_(MAJOR|MINOR|PATCH) (\d+)", text))
         self.version = f"{parts['MAJOR']}.{parts['MINOR']}.{parts['PATCH']}"
 

@@ -5,13 +5,11 @@
 #  - CMAKE_CUDA_ARCHITECTURES (-D, or the CUDAARCHS environment variable) given: used for everything.
 #  - Otherwise, when nvidia-smi reports GPUs: exactly their architectures (what `native` means), so
 #    the examples and tests run on the GPUs of this machine and compile once per architecture.
-#  - Otherwise (a build machine without a GPU): the examples for the common data-centre and desktop
-#    GPUs, CUDAMEM_DEFAULT_EXAMPLE_ARCHITECTURES: native code for Ampere (80, 86), Ada (89) and
-#    Hopper (90), and PTX for Turing (75-virtual), which the driver compiles at load time for any
-#    later GPU (Blackwell included). The tests only as PTX for 75 (one cheap compile, no ptxas):
-#    they run, JIT-compiled, on any GPU CUDA 13 supports.
+#  - Otherwise (a build machine without a GPU): one architecture, PTX for Turing (75-virtual), for
+#    the examples and the tests alike: one cheap compile per file (no ptxas), and the driver
+#    compiles the PTX at load time for any GPU CUDA 13 supports (Blackwell included).
 # Sets CUDAMEM_EXAMPLE_ARCHITECTURES (examples, benchmarks) and CMAKE_CUDA_ARCHITECTURES (the rest).
-set(CUDAMEM_DEFAULT_EXAMPLE_ARCHITECTURES "75-virtual;80-real;86-real;89-real;90-real")
+set(CUDAMEM_DEFAULT_EXAMPLE_ARCHITECTURES "75-virtual")
 set(CUDAMEM_DEFAULT_TEST_ARCHITECTURES "75-virtual")
 
 if(DEFINED CMAKE_CUDA_ARCHITECTURES OR DEFINED ENV{CUDAARCHS})

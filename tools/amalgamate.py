@@ -39,10 +39,10 @@ class AmalgamationError(Exception):
 
 
 def read_version():
-    text = (INCLUDE_DIR / "cudamem" / "detail" / "config.hpp").read_text(encoding="utf-8")
+    text = (INCLUDE_DIR / "cudamem" / "version.hpp").read_text(encoding="utf-8")
     parts = dict(VERSION.findall(text))
     if set(parts) != {"MAJOR", "MINOR", "PATCH"}:
-        raise AmalgamationError("detail/config.hpp does not define CUDAMEM_VERSION_MAJOR, _MINOR and _PATCH")
+        raise AmalgamationError("version.hpp does not define CUDAMEM_VERSION_MAJOR, _MINOR and _PATCH")
     return f"{parts['MAJOR']}.{parts['MINOR']}.{parts['PATCH']}"
 
 

@@ -87,7 +87,7 @@ if want sanitize; then
   sanitize synccheck synccheck_gpu "$BUILD/tests/gpu_tests" "~[large]~[multi_gpu]~[concurrent]"
   sanitize initcheck initcheck_gpu "$BUILD/tests/gpu_tests" "~[large]~[multi_gpu]~[concurrent]"
   SAN_EXTRA=(--leak-check full --report-api-errors no)
-  CUDAMEM_TEST_MIN_DEVICES=2 sanitize memcheck memcheck_multi_gpu "$BUILD/tests/gpu_tests" "[multi_gpu]"
+  CUDAMEM_TEST_MIN_DEVICES=2 sanitize memcheck memcheck_multi_gpu "$BUILD/tests/gpu_tests" "[multi_gpu]~[nccl]"
 fi
 
 if want bench; then

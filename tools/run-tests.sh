@@ -11,8 +11,8 @@
 # nvcc on PATH, else /usr/local/cuda/bin/nvcc), Python 3 and Catch2 (3, or 2.13). Optional:
 # doxygen (api_docs test), clang-format-19 (format test), clang with libFuzzer (fuzz tests), Conan 2
 # (Conan package test), DLPack headers (DLPack interop tests); their tests report "skipped" without them.
-# On Debian 12 it installs what is missing with apt-get, after saying what (and asking, when run
-# from a terminal), and Conan into a virtual environment in the build directory.
+# On Debian 12 it installs what is missing with apt-get, and Conan from PyPI into a virtual
+# environment in the build directory, each after saying what (and asking, when run from a terminal).
 # CUDAMEM_NO_INSTALL=1 installs nothing. Elsewhere it lists what is missing and how to get it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -157,16 +157,26 @@ if [ -z "${CUDAMEM_CONAN:-}" ]; then
     CUDAMEM_CONAN=$(command -v conan)
   else
     if [ ! -x "$conan_venv/bin/conan" ] && [ "$is_debian12" = 1 ] && [ "${CUDAMEM_NO_INSTALL:-0}" != 1 ]; then
-      say "installing Conan 2 from PyPI into $conan_venv (for the Conan package test)"
-      python3 -m venv "$conan_venv" >/dev/null 2>&1 &&
-        "$conan_venv/bin/python" -m pip install -q --disable-pip-version-check 'conan>=2,<3' >/dev/null 2>&1 ||
-        say "could not install Conan: the Conan package test will report skipped"
+      # Like the apt-get packages above: said first, and asked first when run from a terminal.
+      say "Conan 2 is missing (for the Conan package tests): it can be installed from PyPI into $conan_venv"
+      answer=y
+      if [ -t 0 ]; then
+        read -r -p "run-tests.sh: install Conan 2 from PyPI into $conan_venv now? [Y/n] " answer || answer=n
+      fi
+      case "${answer:-y}" in
+        [Yy]*)
+          say "installing Conan 2 from PyPI into $conan_venv"
+          python3 -m venv "$conan_venv" >/dev/null 2>&1 &&
+            "$conan_venv/bin/python" -m pip install -q --disable-pip-version-check 'conan>=2,<3' >/dev/null 2>&1 ||
+            say "could not install Conan: the Conan package tests will report skipped" ;;
+        *) say "Conan not installed" ;;
+      esac
     fi
     if [ -x "$conan_venv/bin/conan" ]; then CUDAMEM_CONAN=$conan_venv/bin/conan; fi
   fi
 fi
 
-[ -n "${CUDAMEM_CONAN:-}" ] || say "optional, not found: Conan 2 (package_conan test): it will report skipped"
+[ -n "${CUDAMEM_CONAN:-}" ] || say "optional, not found: Conan 2 (package_conan tests): they will report skipped"
 
 # --- configure, build, test -----------------------------------------------------------------
 say "nvcc: $nvcc_path; build directory: $build"

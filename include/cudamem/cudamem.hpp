@@ -7,6 +7,8 @@
 ///     copy, peer                                                 copies and fills; peer access
 #pragma once
 
+#include <cudamem/version.hpp>
+
 /// \namespace cudamem
 /// Typed, kind-checked CUDA memory. Everything public lives here; `cudamem::detail` is internal.
 

@@ -2,14 +2,21 @@
 # One packaging check, run as a CTest: cmake -DSETTINGS=<file> -DSTEP=<step> [-DCONFIG=<cfg>] -P this.
 #   STEP=install: configure the source tree afresh (tests, examples and benchmarks OFF), build it,
 #                 cmake --install it into a prefix under the build tree, and check what was installed.
-#   STEP=<consumer directory under tests/package/>: configure that consumer project afresh, build it,
-#                 and run its program.
-#   STEP=build_tree: the find_package_gpp consumer on the build tree of STEP=install (cudamem_DIR).
-#   STEP=pkg_config: common/main.cpp compiled with `pkg-config --cflags --libs cudamem` on the prefix.
-#   STEP=conan:     `conan create` of the repository's conanfile.py into a Conan home under the work
-#                   directory (no network), then the find_package_gpp consumer through Conan's
-#                   CMakeToolchain.
-#   STEP=readme_commands: the README's two commands, in order, in one copy of the source tree.
+#   STEP=find_package, add_subdirectory, fetchcontent, single_header: the consumer project
+#                 (tests/package/consumer: one .cpp through g++, one .cu through nvcc, with
+#                 CMAKE_CXX_STANDARD_REQUIRED ON) through that route, configured afresh, built, and
+#                 both programs run.
+#   STEP=build_tree: the find_package route on the build tree of STEP=install (cudamem_DIR).
+#   STEP=pkg_config: consumer/main.cpp through g++ and consumer/main.cu through nvcc, each with
+#                 pkg-config's flags for it (--cflags --libs, and the nvcc_libs variable for nvcc).
+#   STEP=conan:   `conan profile detect` and `conan create` of the repository's conanfile.py into a
+#                 Conan home under the work directory (no network), then the find_package route
+#                 through Conan's CMakeToolchain, with the detected profile (gnu17).
+#   STEP=conan_cppstd20: the same with compiler.cppstd=20 (and, on CMake 3.25.0/3.25.1, the flag
+#                 the README tells such users to give the toolchain).
+#   STEP=readme_quickstart: the README's first command, in a copy of the source tree: it must print
+#                 the quickstart's line and build nothing but the quickstart. (The second command is
+#                 what CI runs: it is not run again inside the suite.)
 # A step that cannot run here (no pkg-config, no Conan) prints CUDAMEM-PACKAGE-SKIP and CTest
 # reports it skipped.
 # SETTINGS is written by tests/package/CMakeLists.txt: the source tree, the work directory, and the
@@ -17,7 +24,7 @@
 cmake_minimum_required(VERSION 3.25)
 
 if(NOT SETTINGS OR NOT STEP)
-  message(FATAL_ERROR "usage: cmake -DSETTINGS=<file> -DSTEP=install|<consumer> [-DCONFIG=<cfg>] -P ${CMAKE_CURRENT_LIST_FILE}")
+  message(FATAL_ERROR "usage: cmake -DSETTINGS=<file> -DSTEP=<step> [-DCONFIG=<cfg>] -P ${CMAKE_CURRENT_LIST_FILE}")
 endif()
 include("${SETTINGS}")
 
@@ -167,16 +174,45 @@ if(STEP STREQUAL "pkg_config")
   set(_binary "${_work}/pkg_config")
   file(REMOVE_RECURSE "${_binary}")
   file(MAKE_DIRECTORY "${_binary}")
-  set(_program "${_binary}/pkg_config_consumer${PKG_EXECUTABLE_SUFFIX}")
-  pkg_run("compile" "${PKG_CXX_COMPILER}" -DPACKAGE_CONSUMER="pkg_config" "${PKG_CONSUMERS_DIR}/common/main.cpp"
-          ${_flags} -o "${_program}")
+  # g++: the flags as they are, after the user's own -std (the .pc file forces no standard).
+  set(_program "${_binary}/pkg_config_gpp${PKG_EXECUTABLE_SUFFIX}")
+  pkg_run("compile (g++)" "${PKG_CXX_COMPILER}" -std=c++20 "-DPACKAGE_CONSUMER=\"pkg_config (g++)\""
+          "${PKG_CONSUMERS_DIR}/consumer/main.cpp" ${_flags} -o "${_program}")
+  pkg_run("run" "${_program}")
+  # nvcc: --cflags, and the libraries as nvcc takes them (the nvcc_libs variable).
+  execute_process(COMMAND "${_pkg_config}" --cflags cudamem OUTPUT_VARIABLE _cflags
+                  RESULT_VARIABLE _rc OUTPUT_STRIP_TRAILING_WHITESPACE)
+  execute_process(COMMAND "${_pkg_config}" --variable=nvcc_libs cudamem OUTPUT_VARIABLE _nvcc_libs
+                  RESULT_VARIABLE _rc2 OUTPUT_STRIP_TRAILING_WHITESPACE)
+  if(NOT _rc EQUAL 0 OR NOT _rc2 EQUAL 0 OR _nvcc_libs STREQUAL "")
+    message(FATAL_ERROR "pkg_config: pkg-config --cflags / --variable=nvcc_libs cudamem failed")
+  endif()
+  message(STATUS "pkg-config --cflags cudamem: ${_cflags}; --variable=nvcc_libs: ${_nvcc_libs}")
+  separate_arguments(_cflags UNIX_COMMAND "${_cflags}")
+  separate_arguments(_nvcc_libs UNIX_COMMAND "${_nvcc_libs}")
+  set(_arch_args)
+  foreach(_arch IN LISTS PKG_CMAKE_CUDA_ARCHITECTURES)
+    if(_arch MATCHES "^([0-9]+)-virtual$")
+      list(APPEND _arch_args "-gencode=arch=compute_${CMAKE_MATCH_1},code=compute_${CMAKE_MATCH_1}")
+    elseif(_arch MATCHES "^([0-9]+)(-real)?$")
+      list(APPEND _arch_args "-gencode=arch=compute_${CMAKE_MATCH_1},code=sm_${CMAKE_MATCH_1}")
+    endif()
+  endforeach()
+  set(_program "${_binary}/pkg_config_nvcc${PKG_EXECUTABLE_SUFFIX}")
+  pkg_run("compile (nvcc)" "${PKG_CMAKE_CUDA_COMPILER}" -std=c++20 ${_arch_args} "-DPACKAGE_CONSUMER=\"pkg_config (nvcc)\""
+          "${PKG_CONSUMERS_DIR}/consumer/main.cu" ${_cflags} ${_nvcc_libs} -o "${_program}")
   pkg_run("run" "${_program}")
   return()
 endif()
 
-if(STEP STREQUAL "readme_commands")
-  # A copy of the source tree without build directories, then exactly the README's commands in it:
-  # the first configures build/ with the tests off, the second must still build and run them.
+if(STEP STREQUAL "readme_quickstart")
+  # A copy of the source tree without build directories, then exactly the README's first command
+  # in it, taken from README.md itself (the line that runs ./build/examples/quickstart).
+  file(STRINGS "${PKG_SOURCE_DIR}/README.md" _command REGEX "^cmake -S \\. -B build .*&& \\./build/examples/quickstart$")
+  list(LENGTH _command _count)
+  if(NOT _count EQUAL 1)
+    message(FATAL_ERROR "readme_quickstart: README.md has ${_count} lines running ./build/examples/quickstart, not 1")
+  endif()
   set(_tree "${_work}/readme-tree")
   file(REMOVE_RECURSE "${_tree}")
   file(MAKE_DIRECTORY "${_tree}")
@@ -188,66 +224,70 @@ if(STEP STREQUAL "readme_commands")
     file(COPY "${PKG_SOURCE_DIR}/${_entry}" DESTINATION "${_tree}")
   endforeach()
   find_program(_sh sh REQUIRED)
-  # Command 1: the quickstart exits 0 with a GPU, 1 with "no CUDA driver or no GPU" without one.
-  execute_process(COMMAND "${_sh}" -c
-    "cmake -S . -B build -DCUDAMEM_BUILD_TESTS=OFF && cmake --build build -j && ./build/examples/quickstart"
+  message(STATUS "readme_quickstart: ${_command}")
+  # The quickstart exits 0 with a GPU, 1 with "no CUDA driver or no GPU" without one. The same
+  # nvcc as the outer build (the README's command finds nvcc the same way: CUDACXX, PATH, /usr/local/cuda).
+  set(ENV{CUDACXX} "${PKG_CMAKE_CUDA_COMPILER}")
+  execute_process(COMMAND "${_sh}" -c "${_command}"
     WORKING_DIRECTORY "${_tree}" RESULT_VARIABLE _rc OUTPUT_VARIABLE _out ERROR_VARIABLE _err)
   message("${_out}${_err}")
+  if(NOT "${_out}${_err}" MATCHES "quickstart: (no CUDA driver or no GPU|scaled [0-9]+ floats on the GPU, all correct)")
+    message(FATAL_ERROR "readme_quickstart: the command did not print the quickstart's line (${_rc})")
+  endif()
   if(NOT _rc EQUAL 0 AND NOT "${_err}" MATCHES "quickstart: no CUDA driver or no GPU")
-    message(FATAL_ERROR "readme_commands: the first command failed (${_rc})")
+    message(FATAL_ERROR "readme_quickstart: the command failed (${_rc})")
   endif()
-  # Command 2, without installing anything and without this test (it would run itself again).
-  set(ENV{CUDAMEM_NO_INSTALL} 1)
-  unset(ENV{BUILD_DIR})  # the README's command uses build/ in the copy, not the outer run's directory
-  execute_process(COMMAND "${_sh}" -c "./tools/run-tests.sh -E '^package_'"
-    WORKING_DIRECTORY "${_tree}" RESULT_VARIABLE _rc OUTPUT_VARIABLE _out ERROR_VARIABLE _err)
-  message("${_out}${_err}")
-  if(NOT _rc EQUAL 0)
-    message(FATAL_ERROR "readme_commands: tools/run-tests.sh failed (${_rc}) after the first command")
+  # Built: the quickstart, and nothing else (no other example, no test).
+  file(GLOB_RECURSE _built LIST_DIRECTORIES false RELATIVE "${_tree}/build" "${_tree}/build/*.o")
+  list(FILTER _built EXCLUDE REGEX "^CMakeFiles/")
+  set(_others "${_built}")
+  list(FILTER _others EXCLUDE REGEX "/quickstart\\.dir/")
+  if(_others OR NOT _built)
+    message(FATAL_ERROR "readme_quickstart: expected the quickstart's object alone, built: ${_built}")
   endif()
-  # CTest 3.x: "100% tests passed, 0 tests failed out of N"; CTest 4: "100% tests passed out of N".
-  if(NOT _out MATCHES "tests passed(, [0-9]+ tests failed)? out of ([0-9]+)" OR CMAKE_MATCH_2 LESS 10)
-    message(FATAL_ERROR "readme_commands: tools/run-tests.sh ran fewer than 10 tests")
-  endif()
-  message(STATUS "readme_commands: the quickstart ran, then ${CMAKE_MATCH_2} tests in the same build/")
+  message(STATUS "readme_quickstart: the quickstart ran, built alone (${_built})")
   file(REMOVE_RECURSE "${_tree}")
   return()
 endif()
 
-set(_source_name "${STEP}")
 set(_cache "")
+set(_route "${STEP}")
 if(STEP STREQUAL "build_tree")
-  set(_source_name find_package_gpp)
+  set(_route find_package)
   if(NOT EXISTS "${_work}/cudamem-build/cudamemConfig.cmake")
     message(FATAL_ERROR "build_tree: no package in ${_work}/cudamem-build: run the package_install test first")
   endif()
   pkg_cache(_cache cudamem_DIR "${_work}/cudamem-build")
   pkg_cache(_cache CMAKE_FIND_USE_PACKAGE_REGISTRY OFF)
-elseif(STEP STREQUAL "conan")
-  set(_source_name find_package_gpp)
+elseif(STEP MATCHES "^conan(_cppstd20)?$")
+  set(_route find_package)
   if(NOT PKG_CONAN)
-    pkg_skip("no Conan 2 (tools/run-tests.sh installs it on Debian 12; or pip install conan)")
+    pkg_skip("no Conan 2 (tools/run-tests.sh offers to install it; or pip install conan)")
     return()
   endif()
-  set(ENV{CONAN_HOME} "${_work}/conan-home")
-  file(REMOVE_RECURSE "${_work}/conan-home" "${_work}/conan-consumer")
+  set(ENV{CONAN_HOME} "${_work}/${STEP}-home")
+  file(REMOVE_RECURSE "${_work}/${STEP}-home" "${_work}/${STEP}-consumer")
+  # What the README says a user runs, in this order.
   pkg_run("conan profile" "${PKG_CONAN}" profile detect --force)
   pkg_run("conan create" "${PKG_CONAN}" create "${PKG_SOURCE_DIR}")
-  file(STRINGS "${PKG_SOURCE_DIR}/include/cudamem/detail/config.hpp" _version_lines REGEX "#define CUDAMEM_VERSION_(MAJOR|MINOR|PATCH) ")
+  file(STRINGS "${PKG_SOURCE_DIR}/include/cudamem/version.hpp" _version_lines REGEX "#define CUDAMEM_VERSION_(MAJOR|MINOR|PATCH) ")
   string(REGEX REPLACE "[^;]*MAJOR ([0-9]+);[^;]*MINOR ([0-9]+);[^;]*PATCH ([0-9]+)" "\\1.\\2.\\3" _version "${_version_lines}")
-  pkg_run("conan install" "${PKG_CONAN}" install "--requires=cudamem/${_version}" -g CMakeToolchain
-          "--output-folder=${_work}/conan-consumer")
-  pkg_cache(_cache CMAKE_TOOLCHAIN_FILE "${_work}/conan-consumer/conan_toolchain.cmake")
+  # conan: the detected profile (g++ 12: compiler.cppstd=gnu17). conan_cppstd20: C++20 in the
+  # profile, where Conan's toolchain sets CMAKE_CXX_STANDARD 20 (and always
+  # CMAKE_CXX_STANDARD_REQUIRED ON) and CMake carries it over to nvcc already in project(): on
+  # CMake 3.25.0/3.25.1 the toolchain must then supply nvcc's C++20 flag, as the README says.
+  set(_settings)
+  if(STEP STREQUAL "conan_cppstd20")
+    set(_settings -s compiler.cppstd=20)
+    if(CMAKE_VERSION VERSION_LESS 3.25.2)
+      list(APPEND _settings -c "tools.cmake.cmaketoolchain:extra_variables={'CMAKE_CUDA20_STANDARD_COMPILE_OPTION': '-std=c++20', 'CMAKE_CUDA20_EXTENSION_COMPILE_OPTION': '-std=c++20'}")
+    endif()
+  endif()
+  pkg_run("conan install" "${PKG_CONAN}" install "--requires=cudamem/${_version}" -g CMakeToolchain ${_settings}
+          "--output-folder=${_work}/${STEP}-consumer")
+  pkg_cache(_cache CMAKE_TOOLCHAIN_FILE "${_work}/${STEP}-consumer/conan_toolchain.cmake")
   pkg_cache(_cache CMAKE_FIND_USE_PACKAGE_REGISTRY OFF)
-endif()
-
-# A consumer project.
-set(_source "${PKG_CONSUMERS_DIR}/${_source_name}")
-if(NOT EXISTS "${_source}/CMakeLists.txt")
-  message(FATAL_ERROR "no consumer project ${_source}")
-endif()
-set(_binary "${_work}/${STEP}")
-if(STEP MATCHES "^find_package")
+elseif(STEP STREQUAL "find_package")
   if(NOT EXISTS "${_prefix}")
     message(FATAL_ERROR "${STEP}: nothing installed in ${_prefix}: run the package_install test first")
   endif()
@@ -255,24 +295,29 @@ if(STEP MATCHES "^find_package")
   pkg_cache(_cache CMAKE_FIND_USE_PACKAGE_REGISTRY OFF)
 elseif(STEP STREQUAL "single_header")
   pkg_cache(_cache CUDAMEM_SINGLE_INCLUDE_DIR "${PKG_SOURCE_DIR}/single_include")
-else()
+elseif(STEP MATCHES "^(add_subdirectory|fetchcontent)$")
   pkg_cache(_cache CUDAMEM_SOURCE_DIR "${PKG_SOURCE_DIR}")
+else()
+  message(FATAL_ERROR "unknown packaging step '${STEP}'")
 endif()
-if(EXISTS "${_source}/main.cu" OR _source_name STREQUAL "add_subdirectory")
-  foreach(_name IN ITEMS CMAKE_CUDA_COMPILER CMAKE_CUDA_HOST_COMPILER CMAKE_CUDA_ARCHITECTURES)
-    pkg_cache(_cache ${_name} "${PKG_${_name}}")
-  endforeach()
+pkg_cache(_cache CONSUMER_ROUTE "${_route}")
+if(PKG_NCCL_FOUND AND NOT STEP STREQUAL "single_header")
+  pkg_cache(_cache CONSUMER_NCCL ON)
 endif()
-pkg_configure("${_source}" "${_binary}" "${_cache}")
+foreach(_name IN ITEMS CMAKE_CUDA_COMPILER CMAKE_CUDA_HOST_COMPILER CMAKE_CUDA_ARCHITECTURES)
+  pkg_cache(_cache ${_name} "${PKG_${_name}}")
+endforeach()
+set(_binary "${_work}/${STEP}")
+pkg_configure("${PKG_CONSUMERS_DIR}/consumer" "${_binary}" "${_cache}")
 
 # The package must come from where this step put it, not from anywhere else on the machine.
 set(_expected "")
-if(STEP MATCHES "^find_package")
+if(STEP STREQUAL "find_package")
   set(_expected "${_prefix}/")
 elseif(STEP STREQUAL "build_tree")
   set(_expected "${_work}/cudamem-build")
-elseif(STEP STREQUAL "conan")
-  set(_expected "${_work}/conan-home/")
+elseif(STEP MATCHES "^conan")
+  set(_expected "${_work}/${STEP}-home/")
 endif()
 if(_expected)
   file(STRINGS "${_binary}/CMakeCache.txt" _found REGEX "^cudamem_DIR:")
@@ -285,8 +330,14 @@ endif()
 
 pkg_run("build" "${CMAKE_COMMAND}" --build "${_binary}" ${_config_args})
 
-set(_program "${_binary}/${_source_name}_consumer${PKG_EXECUTABLE_SUFFIX}")
-if(PKG_MULTI_CONFIG)
-  set(_program "${_binary}/${CONFIG}/${_source_name}_consumer${PKG_EXECUTABLE_SUFFIX}")
+set(_programs consumer_cpp consumer_cu)
+if(PKG_NCCL_FOUND AND NOT STEP STREQUAL "single_header")
+  list(APPEND _programs consumer_nccl)
 endif()
-pkg_run("run" "${_program}")
+foreach(_name IN LISTS _programs)
+  set(_program "${_binary}/${_name}${PKG_EXECUTABLE_SUFFIX}")
+  if(PKG_MULTI_CONFIG)
+    set(_program "${_binary}/${CONFIG}/${_name}${PKG_EXECUTABLE_SUFFIX}")
+  endif()
+  pkg_run("run" "${_program}")
+endforeach()

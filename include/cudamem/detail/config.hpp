@@ -2,17 +2,16 @@
 // cudamem: configuration shared by every header. Internal: include a public header instead.
 #pragma once
 
-#include <cuda_runtime_api.h>
-
-#include <type_traits>
-
-#define CUDAMEM_VERSION_MAJOR 0
-#define CUDAMEM_VERSION_MINOR 1
-#define CUDAMEM_VERSION_PATCH 0
-#define CUDAMEM_VERSION (CUDAMEM_VERSION_MAJOR * 10000 + CUDAMEM_VERSION_MINOR * 100 + CUDAMEM_VERSION_PATCH)
 #if __cplusplus < 202002L
 #error "cudamem needs C++20 (-std=c++20)"
+// A missing file is a fatal error for g++, clang and nvcc alike: compilation stops at the #error
+// above instead of going on to hundreds of errors in C++20 code.
+#include "cudamem-needs-c++20: compilation stopped"
 #endif
+#include <cuda_runtime_api.h>
+#include <cudamem/version.hpp>
+
+#include <type_traits>
 #if defined(__CUDACC__)  // the execution-space annotation of what runs on both sides, for nvcc and plain compilers
 #define CUDAMEM_HD __host__ __device__
 #else
