@@ -3,7 +3,7 @@
 /// `ptr<T, Kind>`: a typed address that knows its memory kind and device.
 #pragma once
 
-#include <cudamem/device.hpp>
+#include <cudamem/detail/device_id.hpp>
 #include <cudamem/kind.hpp>
 
 #include <cstddef>
