@@ -55,7 +55,7 @@ compile_once() {
   local name="$1" start stop cpu
   start=$(date +%s%N)
   if ! (
-    "$nvcc" "${flags[@]}" -I"$include_dir" "$source_dir/$name.cu" -o "$work/$name.o" > "$work/$name.log" 2>&1
+    "$nvcc" "${flags[@]}" -I"$include_dir" "$source_dir/$name.cu" -o "$work/$name.o" > "$work/$name.log" 2>&1 || exit 1
     times > "$work/$name.times"
   ); then
     echo "compile_time.sh: $name.cu failed to compile:" >&2

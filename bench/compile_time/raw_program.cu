@@ -9,7 +9,8 @@
 __global__ void scale_rows(float* image, std::size_t pitch, std::size_t width, std::size_t height, float factor) {
   const std::size_t col = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x;
   const std::size_t row = blockIdx.y;
-  if (row < height && col < width) reinterpret_cast<float*>(reinterpret_cast<char*>(image) + row * pitch)[col] *= factor;
+  if (row < height && col < width)
+    reinterpret_cast<float*>(reinterpret_cast<char*>(image) + row * pitch)[col] *= factor;
 }
 
 template <class T>
