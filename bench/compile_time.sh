@@ -1,17 +1,25 @@
 #!/usr/bin/env bash
-# compile_time.sh: what including cudamem costs nvcc. Compiles three translation units that differ
-# only in their first #include (the same kernel and the same main follow):
-#   raw      <cuda_runtime.h>
-#   cudamem  <cudamem/cudamem.hpp>            (the umbrella header: everything but interop/)
-#   thrust   <thrust/device_vector.h>         (for context)
-# each with `nvcc -std=c++20 -arch=$NVCC_ARCH -c`: one untimed warm-up, then the median of $REPS
-# wall-clock timings. Reports cudamem/raw against the target (<= 2.2) and thrust/raw for context.
+# compile_time.sh: what using cudamem costs nvcc, against the same code written on the CUDA runtime alone.
+# Two pairs of translation units (bench/compile_time/*.cu), each compiled as a user would:
+#   nvcc -std=c++20 -arch=$NVCC_ARCH -O2 -c FILE
+#   program  raw_program.cu      <cuda_runtime.h>: cudaMallocAsync, cudaMemcpyAsync, cudaMemsetAsync, a fill kernel,
+#                                a kernel on a pitched pointer, a hand-written free list
+#            cudamem_program.cu  <cudamem/cudamem.hpp>: a buffer, stream-ordered copy, fill_bytes and fill, a kernel
+#                                on a pitched view, a caching pool                          target: <= 1.5 x raw
+#   kernels  raw_kernels.cu      two kernels on raw pointers
+#            cudamem_kernels.cu  the same kernels on span and the pitched view, including only the view headers
+#                                (<cudamem/span.hpp> and <cudamem/pitched_span.hpp>, else <cudamem/pitched.hpp>)
+#                                                                                           target: <= 1.1 x raw
+# One untimed warm-up of each file, then $REPS rounds, interleaved (raw, cudamem, raw, cudamem, ...), so that load
+# on the machine falls on both alike. The figure compared is the median CPU time (user + sys) of the whole nvcc
+# process tree (cudafe++, cicc, ptxas, gcc), which a shared, loaded machine disturbs far less than wall time; the
+# median wall time is printed too.
 #
 # usage: bench/compile_time.sh [--json FILE]
-# env:   NVCC (default: nvcc on PATH, else /usr/local/cuda/bin/nvcc), NVCC_ARCH (default sm_90),
-#        REPS (default 3), TARGET (default 2.2)
-# Needs no GPU. Exit status: 0 when it ran (PASS or FAIL is in the output and the JSON), 1 when nvcc
-# is missing or a file fails to compile, 2 on a usage error.
+# env:   NVCC (default: nvcc on PATH, else /usr/local/cuda/bin/nvcc), NVCC_ARCH (default sm_90), REPS (default 5),
+#        PROGRAM_TARGET (default 1.5), KERNELS_TARGET (default 1.1)
+# Needs no GPU. Exit status: 0 when every target is met; 1 when one is missed (FAIL in the output, "pass": false in
+# the JSON); 2 on a usage error; 3 when nvcc is missing or a file fails to compile.
 set -euo pipefail
 
 usage() { echo "usage: $0 [--json FILE]" >&2; exit 2; }
@@ -20,99 +28,100 @@ json_path=""
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --json) [[ $# -ge 2 ]] || usage; json_path="$2"; shift 2 ;;
-    -h|--help) sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) usage ;;
   esac
 done
 
 script_dir="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 include_dir="$(cd "$script_dir/../include" && pwd)"
+source_dir="$script_dir/compile_time"
 nvcc="${NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}"
 arch="${NVCC_ARCH:-sm_90}"
-reps="${REPS:-3}"
-target="${TARGET:-2.2}"
-[[ -x "$nvcc" ]] || { echo "compile_time.sh: nvcc not found (set NVCC)" >&2; exit 1; }
+reps="${REPS:-5}"
+declare -A target=([program]="${PROGRAM_TARGET:-1.5}" [kernels]="${KERNELS_TARGET:-1.1}")
+[[ -x "$nvcc" ]] || { echo "compile_time.sh: nvcc not found (set NVCC)" >&2; exit 3; }
 [[ "$reps" =~ ^[1-9][0-9]*$ ]] || { echo "compile_time.sh: REPS must be a positive integer" >&2; exit 2; }
+flags=(-std=c++20 "-arch=$arch" -O2 -c)
+if [[ -f "$include_dir/cudamem/pitched_span.hpp" ]]; then pitched_header="cudamem/pitched_span.hpp"
+else pitched_header="cudamem/pitched.hpp"; fi  # cudamem_kernels.cu picks it with __has_include
 
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 
-# The body every variant shares: a kernel and a main that launches it through the plain runtime
-# API, so that the only difference between the files is the header they include first.
-body='
-__global__ void scale(float* data, float factor, int count) {
-  const int i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i < count) data[i] *= factor;
-}
-
-int main() {
-  constexpr int count = 1 << 20;
-  float* data = nullptr;
-  if (cudaMalloc(&data, count * sizeof(float)) != cudaSuccess) return 1;
-  scale<<<(count + 255) / 256, 256>>>(data, 2.0f, count);
-  const bool ok = cudaDeviceSynchronize() == cudaSuccess;
-  cudaFree(data);
-  return ok ? 0 : 1;
-}'
-
-names=(raw cudamem thrust)
-headers=("<cuda_runtime.h>" "<cudamem/cudamem.hpp>" "<thrust/device_vector.h>")
-for i in "${!names[@]}"; do
-  printf '#include %s\n%s\n' "${headers[$i]}" "$body" > "$work/${names[$i]}.cu"
-done
-
-now_ns() { date +%s%N; }
-
-# Seconds (3 decimals) of one compile of $1.cu; the compiler's output goes to $work/$1.log.
+# One compile of $1.cu; prints "cpu wall" in seconds. cpu: user + sys of the children of a subshell that ran only
+# nvcc (bash's `times`; nvcc waits for each of its phases, so their times are included).
 compile_once() {
-  local name="$1" start stop
-  start=$(now_ns)
-  if ! "$nvcc" -std=c++20 -arch="$arch" -I"$include_dir" -c "$work/$name.cu" -o "$work/$name.o" \
-       > "$work/$name.log" 2>&1; then
+  local name="$1" start stop cpu
+  start=$(date +%s%N)
+  if ! (
+    "$nvcc" "${flags[@]}" -I"$include_dir" "$source_dir/$name.cu" -o "$work/$name.o" > "$work/$name.log" 2>&1 || exit 1
+    times > "$work/$name.times"
+  ); then
     echo "compile_time.sh: $name.cu failed to compile:" >&2
     cat "$work/$name.log" >&2
-    exit 1
+    exit 3
   fi
-  stop=$(now_ns)
-  awk -v ns=$((stop - start)) 'BEGIN { printf "%.3f", ns / 1e9 }'
+  stop=$(date +%s%N)
+  # The second line of `times` is the children's: "XmY.YYYs XmZ.ZZZs" (user, sys).
+  cpu=$(awk 'NR == 2 { split($1, u, /[ms]/); split($2, s, /[ms]/); printf "%.3f", u[1] * 60 + u[2] + s[1] * 60 + s[2] }' \
+        "$work/$name.times")
+  awk -v cpu="$cpu" -v ns=$((stop - start)) 'BEGIN { printf "%s %.3f", cpu, ns / 1e9 }'
 }
 
 median() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
-
-declare -A result
-for name in "${names[@]}"; do compile_once "$name" > /dev/null; done  # warm-up: caches, page cache
-# Interleave the variants round by round, so that load on the machine falls on all of them alike.
-declare -A samples
-for ((rep = 0; rep < reps; rep++)); do
-  for name in "${names[@]}"; do samples[$name]+="$(compile_once "$name") "; done
-done
-for name in "${names[@]}"; do
-  # shellcheck disable=SC2086  # word splitting of the sample list is intended
-  result[$name]=$(median ${samples[$name]})
-done
-
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
-cudamem_ratio=$(ratio "${result[cudamem]}" "${result[raw]}")
-thrust_ratio=$(ratio "${result[thrust]}" "${result[raw]}")
-passed=$(awk -v r="$cudamem_ratio" -v t="$target" 'BEGIN { print (r <= t) ? "true" : "false" }')
-verdict=$([[ $passed == true ]] && echo PASS || echo FAIL)
 
-echo "nvcc compile time: $("$nvcc" --version | tail -n 1), -std=c++20 -arch=$arch -c, median of $reps after 1 warm-up"
-printf '%-10s %-28s %10s %8s\n' variant include seconds "x raw"
-for i in "${!names[@]}"; do
-  name=${names[$i]}
-  printf '%-10s %-28s %10s %8s\n' "$name" "${headers[$i]}" "${result[$name]}" "$(ratio "${result[$name]}" "${result[raw]}")"
+pairs=(program kernels)
+files=()
+for pair in "${pairs[@]}"; do files+=("raw_$pair" "cudamem_$pair"); done
+for name in "${files[@]}"; do compile_once "$name" > /dev/null; done  # warm-up: page cache, nvcc's own files
+declare -A cpu_samples wall_samples
+for ((rep = 0; rep < reps; rep++)); do
+  for name in "${files[@]}"; do
+    sample=$(compile_once "$name")  # an assignment, so that a failed compile stops the script (set -e)
+    read -r cpu wall <<< "$sample"
+    cpu_samples[$name]+="$cpu "
+    wall_samples[$name]+="$wall "
+  done
 done
+declare -A cpu wall
+for name in "${files[@]}"; do
+  # shellcheck disable=SC2086  # word splitting of the sample lists is intended
+  cpu[$name]=$(median ${cpu_samples[$name]})
+  # shellcheck disable=SC2086
+  wall[$name]=$(median ${wall_samples[$name]})
+done
+
+echo "nvcc compile time: $("$nvcc" --version | tail -n 1)"
+echo "flags: nvcc ${flags[*]}; median of $reps interleaved rounds after 1 warm-up; view header: <$pitched_header>"
+printf '%-20s %10s %10s\n' file "cpu s" "wall s"
+for name in "${files[@]}"; do printf '%-20s %10s %10s\n' "$name.cu" "${cpu[$name]}" "${wall[$name]}"; done
 echo
-echo "compile-time cudamem/raw ratio $cudamem_ratio (target <= $target): $verdict"
-echo "compile-time thrust/raw ratio $thrust_ratio (context)"
+failed=0
+declare -A cpu_ratio wall_ratio passed
+for pair in "${pairs[@]}"; do
+  cpu_ratio[$pair]=$(ratio "${cpu[cudamem_$pair]}" "${cpu[raw_$pair]}")
+  wall_ratio[$pair]=$(ratio "${wall[cudamem_$pair]}" "${wall[raw_$pair]}")
+  passed[$pair]=$(awk -v r="${cpu_ratio[$pair]}" -v t="${target[$pair]}" 'BEGIN { print (r <= t) ? "true" : "false" }')
+  verdict=PASS
+  [[ ${passed[$pair]} == true ]] || { verdict=FAIL; failed=1; }
+  echo "compile-time $pair cudamem/raw ratio ${cpu_ratio[$pair]} CPU (target <= ${target[$pair]}), wall ${wall_ratio[$pair]}: $verdict"
+done
 
 if [[ -n "$json_path" ]]; then
-  cat > "$json_path" <<EOF
-[
-  {"name": "compile time: cudamem.hpp vs cuda_runtime.h", "unit": "s", "raw": ${result[raw]}, "cudamem": ${result[cudamem]}, "ratio": $cudamem_ratio, "better": "lower", "target": $target, "pass": $passed, "arch": "$arch", "reps": $reps},
-  {"name": "compile time: thrust/device_vector.h vs cuda_runtime.h", "unit": "s", "raw": ${result[raw]}, "thrust": ${result[thrust]}, "ratio": $thrust_ratio, "better": "lower", "target": null, "pass": null, "arch": "$arch", "reps": $reps}
-]
-EOF
+  {
+    echo "["
+    sep=","
+    for pair in "${pairs[@]}"; do
+      [[ $pair == "${pairs[-1]}" ]] && sep=""
+      printf '  {"name": "compile time: %s, cudamem vs cuda_runtime.h", "unit": "s (CPU)", "raw": %s, "cudamem": %s, "ratio": %s, "raw_wall": %s, "cudamem_wall": %s, "wall_ratio": %s, "better": "lower", "target": %s, "pass": %s, "arch": "%s", "reps": %s, "flags": "%s", "view_header": "%s"}%s\n' \
+        "$pair" "${cpu[raw_$pair]}" "${cpu[cudamem_$pair]}" "${cpu_ratio[$pair]}" "${wall[raw_$pair]}" \
+        "${wall[cudamem_$pair]}" "${wall_ratio[$pair]}" "${target[$pair]}" "${passed[$pair]}" "$arch" "$reps" \
+        "nvcc ${flags[*]}" "$pitched_header" "$sep"
+    done
+    echo "]"
+  } > "$json_path"
   echo "wrote $json_path"
 fi
+exit $failed

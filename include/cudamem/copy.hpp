@@ -58,6 +58,7 @@ constexpr void check_copy_types() {
                 "cudamem::copy: the element types of dst and src differ; copy between views of the same type "
                 "(to copy raw bytes, view both sides with cudamem::as_bytes / as_writable_bytes)");
   static_assert(!std::is_const_v<T>, "cudamem::copy: dst is a view of const elements");
+  use_copy2d_kernel<Dst, Src>();  // nvcc: a device-to-device copy with rows registers the engine's 2D kernel
 }
 /// A checked copy between two operands, synchronous (`s` null) or ordered on `*s`.
 [[gnu::always_inline]] inline status copy_operands(const operand& dst, const operand& src, std::size_t elem_size,

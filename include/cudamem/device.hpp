@@ -8,6 +8,7 @@
 ///     result<std::size_t> max_pitch(id);  result<int> compute_capability(id)   cached per device
 #pragma once
 
+#include <cudamem/detail/device_id.hpp>
 #include <cudamem/detail/unique_handle.hpp>
 #include <cudamem/error.hpp>
 
@@ -15,20 +16,6 @@
 #include <type_traits>
 
 namespace cudamem {
-
-/// A CUDA device ordinal, or host() (cudaCpuDeviceId) for host memory. A plain value: not checked until used.
-class device_id {
- public:
-  constexpr device_id() noexcept = default;  ///< Device 0.
-  CUDAMEM_HD constexpr explicit device_id(int ordinal) noexcept : ordinal_(ordinal) {}  ///< Device `ordinal`.
-  CUDAMEM_HD static constexpr device_id host() noexcept { return device_id(cudaCpuDeviceId); }  ///< Host memory's.
-  CUDAMEM_HD constexpr int get() const noexcept { return ordinal_; }  ///< The ordinal, as CUDA takes it.
-  CUDAMEM_HD constexpr bool is_host() const noexcept { return ordinal_ == cudaCpuDeviceId; }  ///< Is it host()?
-  friend constexpr bool operator==(device_id, device_id) noexcept = default;  ///< Equal when the ordinals are.
-
- private:
-  int ordinal_ = 0;
-};
 
 /// The number of visible devices. Errors: cudaGetDeviceCount's (cudaErrorNoDevice, cudaErrorInsufficientDriver, ...).
 [[nodiscard]] inline result<int> device_count() noexcept {

@@ -8,7 +8,7 @@
 ///     device_ptr<T>, pinned_ptr<T>, host_ptr<T>, managed_ptr<T>
 #pragma once
 
-#include <cudamem/device.hpp>
+#include <cudamem/detail/device_id.hpp>
 #include <cudamem/kind.hpp>
 
 #include <cstddef>

@@ -1,11 +1,16 @@
 // SPDX-License-Identifier: MIT
 // cudamem: the 2D device-to-device copy kernel that nvcc builds give the engine (docs/decisions.md). Internal.
+// Nothing here is compiled until a translation unit instantiates a 2D copy between device memory: then
+// copy2d_registered<> (named by use_copy2d_kernel) instantiates the kernels and registers them at start-up. A
+// translation unit that includes copy.hpp but makes no such copy builds no kernel and runs no initializer.
 #pragma once
 
 #include <cudamem/detail/transfer.hpp>
+#include <cudamem/span.hpp>
 
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 
 #if defined(__CUDACC__)
 namespace cudamem::detail {
@@ -135,7 +140,9 @@ inline allocation_fit fit_in_allocation(const region& r) noexcept {
 /// False, launching nothing, where cudaMemcpy2DAsync does as well (docs/decisions.md) or for 2^32 rows or more, and
 /// where the driver does not know an operand's allocation. A footprint past the end of its allocation is refused as
 /// cudaMemcpy2DAsync refuses it: the kernel never reaches memory that the copy's operands do not own.
-inline result<bool> copy2d_launch(const plan& p, stream_ref on, const char* api) noexcept {
+/// A template (of nothing) so that its kernels are instantiated only with copy2d_registered<>.
+template <class = void>
+result<bool> copy2d_launch(const plan& p, stream_ref on, const char* api) noexcept {
   const region &d = p.dst, &s = p.src;
   const std::uintptr_t bits =
       reinterpret_cast<std::uintptr_t>(d.addr) | reinterpret_cast<std::uintptr_t>(s.addr) | d.pitch | s.pitch | 16;
@@ -159,7 +166,25 @@ inline result<bool> copy2d_launch(const plan& p, stream_ref on, const char* api)
   CUDAMEM_TRY(check(launched, api, "cudaLaunchKernelEx (copy2d)"));
   return true;
 }
-inline const bool copy2d_registered = (copy2d_kernel = &copy2d_launch, true);
+template <class = void>
+inline const bool copy2d_registered = (copy2d_kernel = &copy2d_launch<>, true);
 
 }  // namespace cudamem::detail
 #endif
+
+namespace cudamem::detail {
+template <class V>
+inline constexpr bool is_span = false;
+template <class T, class K>
+inline constexpr bool is_span<span<T, K>> = true;
+/// Called by every 2D copy with its operands' view or pointer types: nvcc builds register the kernel where both sides
+/// are device memory and the copy can have rows (1D spans are always one flat run: cudaMemcpyAsync).
+template <class Dst, class Src>
+constexpr void use_copy2d_kernel() noexcept {
+#if defined(__CUDACC__)
+  if constexpr (std::is_same_v<typename Dst::kind, device> && std::is_same_v<typename Src::kind, device> &&
+                !(is_span<Dst> && is_span<Src>))
+    (void)copy2d_registered<>;
+#endif
+}
+}  // namespace cudamem::detail
