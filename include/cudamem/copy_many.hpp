@@ -89,9 +89,9 @@ inline status check_batch_overlap(std::vector<byte_interval>& dsts, const std::v
     if (d != dsts.end() && d->first < s.last && (!any || s.index < found)) any = true, found = s.index, with = d->index;
   }
   if (!any) return {};
-  return found == with ? error(errc::overlap, api, "piece %zu: source and destination overlap", found)
-                       : error(errc::overlap, api, "the destination of piece %zu overlaps the source of piece %zu",
-                               with, found);
+  return found == with
+             ? error(errc::overlap, api, "piece %zu: source and destination overlap", found)
+             : error(errc::overlap, api, "the destination of piece %zu overlaps the source of piece %zu", with, found);
 }
 
 /// The checked pieces of one batch: a buffer per thread, reused, so that a batch allocates nothing once warm.
@@ -314,8 +314,8 @@ __device__ void copy_many_piece(const copy_many_entry& e, unsigned lane) {
       if (i + u * 32 < count) out[i + u * 32] = v[u];
   }
 }
-__global__ void __launch_bounds__(copy_many_threads) copy_many_gather(const copy_many_entry* entries,
-                                                                      std::size_t count) {
+__global__ void __launch_bounds__(copy_many_threads)
+    copy_many_gather(const copy_many_entry* entries, std::size_t count) {
   const unsigned lane = threadIdx.x % 32;
   const std::size_t warps = std::size_t{gridDim.x} * (copy_many_threads / 32);
   for (std::size_t k = (std::size_t{blockIdx.x} * blockDim.x + threadIdx.x) / 32; k < count; k += warps) {

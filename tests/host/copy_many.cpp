@@ -19,7 +19,9 @@
 using namespace cudamem;
 
 namespace {
-bool contains(const error& e, const std::string& text) { return std::string(e.message()).find(text) != std::string::npos; }
+bool contains(const error& e, const std::string& text) {
+  return std::string(e.message()).find(text) != std::string::npos;
+}
 
 constexpr std::size_t arena_elems = 2048;
 
@@ -101,9 +103,8 @@ std::vector<piece> random_pieces(std::mt19937_64& rng) {
     p.dst_null = rng() % 80 == 0;
     p.src_null = rng() % 80 == 0;
   }
-  if (count > 1 && rng() % 3 == 0) std::sort(pieces.begin(), pieces.end(), [](const piece& x, const piece& y) {
-      return x.dst_at < y.dst_at;
-    });
+  if (count > 1 && rng() % 3 == 0)
+    std::sort(pieces.begin(), pieces.end(), [](const piece& x, const piece& y) { return x.dst_at < y.dst_at; });
   return pieces;
 }
 
