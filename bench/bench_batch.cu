@@ -1,0 +1,170 @@
+// SPDX-License-Identifier: MIT
+// bench_batch: cudamem::copy_many against what a user writes without it, in the same run, on the same stream and
+// memory:
+//   small pieces   10,000 x 256 B pinned -> device: one stream-ordered batch against a loop of cudaMemcpyAsync, wall
+//                  time from the first enqueue to the stream drained, us per batch (lower is better)
+//   D2D pieces     10,000 x 4 KiB device -> device through the gather kernel against one cudaMemcpyAsync of the same
+//                  total bytes, device time timed by events behind a kernel that holds the stream while the host
+//                  enqueues (so the host's checks are not in it), GB/s (higher is better)
+//   large pieces   1,000 x 64 KiB pinned -> device (one copy per piece) against the loop of cudaMemcpyAsync: context
+//   one piece      host cost of a batch of one piece against one cudamem::copy, ns per call (lower is better)
+// Every destination is poisoned before a row and checked against the source after it. Exits 77 without a device.
+#include "harness.hpp"
+
+#include <numeric>
+#include <random>
+
+namespace {
+
+using namespace cudamem;
+
+struct pieces_layout {
+  std::size_t count, bytes;                 // pieces of `bytes` each
+  std::vector<std::size_t> dst_at, src_at;  // byte offsets; destinations dense, sources shuffled
+};
+pieces_layout gather_layout(std::size_t count, std::size_t bytes) {
+  pieces_layout l{count, bytes, {}, {}};
+  l.dst_at.resize(count);
+  l.src_at.resize(count);
+  for (std::size_t k = 0; k < count; ++k) l.dst_at[k] = l.src_at[k] = k * bytes;
+  std::shuffle(l.src_at.begin(), l.src_at.end(), std::mt19937_64(42));  // gathered rows of a table
+  return l;
+}
+// The destination a gather of `l` from `source` leaves.
+std::vector<std::byte> gathered(const pieces_layout& l, const std::byte* source) {
+  std::vector<std::byte> out(l.count * l.bytes);
+  for (std::size_t k = 0; k < l.count; ++k) std::memcpy(&out[l.dst_at[k]], source + l.src_at[k], l.bytes);
+  return out;
+}
+std::vector<std::byte> read_device(const void* p, std::size_t bytes) {
+  std::vector<std::byte> out(bytes);
+  check(cudaMemcpy(out.data(), p, bytes, cudaMemcpyDeviceToHost), "cudaMemcpy");
+  return out;
+}
+
+// Wall time of one batch, enqueue to drained, in microseconds.
+template <class RawBatch, class LibBatch>
+row batch_time(std::string name, const options& opt, stream_ref s, RawBatch raw_batch, LibBatch lib_batch,
+               std::optional<double> target) {
+  auto trial = [&](auto& batch) {
+    const auto start = wall_clock::now();
+    batch();
+    check(s.synchronize(), "stream::synchronize");
+    return seconds_between(start, wall_clock::now()) * 1e6;
+  };
+  auto [raw, lib] =
+      interleaved(opt.warmups, opt.reps, [&] { return trial(raw_batch); }, [&] { return trial(lib_batch); });
+  return {std::move(name), "us/batch", raw, lib, better::lower, target};
+}
+
+// A gather of pinned pieces into device memory: copy_many against a loop of cudaMemcpyAsync.
+void pinned_rows(std::vector<row>& rows, const options& opt, stream_ref s, std::size_t count, std::size_t bytes,
+                 std::optional<double> target) {
+  const pieces_layout l = gather_layout(count, bytes);
+  const std::size_t total = count * bytes;
+  auto host = take(pinned_buffer<std::byte>::allocate(total), "pinned_buffer::allocate");
+  auto dev = take(device_buffer<std::byte>::allocate(total), "device_buffer::allocate");
+  write_pattern(host.data().get(), total, count + bytes);
+  std::vector<device_span<std::byte>> dsts;
+  std::vector<pinned_span<const std::byte>> srcs;
+  for (std::size_t k = 0; k < count; ++k) {
+    dsts.push_back(dev.view().subspan_unchecked(l.dst_at[k], bytes));
+    srcs.push_back(host.view().subspan_unchecked(l.src_at[k], bytes));
+  }
+  const std::vector<std::byte> want = gathered(l, host.data().get());
+  std::byte* const raw_dev = dev.data().get();
+  const std::byte* const raw_host = host.data().get();
+  const cudaStream_t raw_stream = s.get();
+  char name[96];
+  std::snprintf(name, sizeof name, "%zu x %zu B pinned->device, batch vs loop", count, bytes);
+  rows.push_back(batch_time(
+      name, opt, s,
+      [&] {
+        for (std::size_t k = 0; k < count; ++k)
+          check(
+              cudaMemcpyAsync(raw_dev + l.dst_at[k], raw_host + l.src_at[k], bytes, cudaMemcpyHostToDevice, raw_stream),
+              "cudaMemcpyAsync");
+      },
+      [&] { check(copy_many(dsts, srcs, s), "copy_many"); }, target));
+  check(fill_bytes(dev, 0x5a), "fill_bytes");
+  check(copy_many(dsts, srcs, s), "copy_many");
+  check(s.synchronize(), "stream::synchronize");
+  expect_equal(read_device(raw_dev, total).data(), want.data(), total, "copy_many pinned->device");
+}
+
+// 4 KiB device pieces gathered by the kernel, against one 1D copy of as many bytes: device time only.
+void device_row(std::vector<row>& rows, const options& opt, stream_ref s, const event& start, const event& stop) {
+  constexpr std::size_t count = 10000, bytes = 4096, total = count * bytes, repeat = 4;
+  const pieces_layout l = gather_layout(count, bytes);
+  auto src = take(device_buffer<std::byte>::allocate(total), "device_buffer::allocate");
+  auto dst = take(device_buffer<std::byte>::allocate(total), "device_buffer::allocate");
+  std::vector<std::byte> pattern(total);
+  write_pattern(pattern.data(), total, 3);
+  check(copy(src, span(pattern)), "copy");
+  std::vector<device_span<std::byte>> dsts;
+  std::vector<device_span<const std::byte>> srcs;
+  for (std::size_t k = 0; k < count; ++k) {
+    dsts.push_back(dst.view().subspan_unchecked(l.dst_at[k], bytes));
+    srcs.push_back(src.view().subspan_unchecked(l.src_at[k], bytes));
+  }
+  std::byte* const raw_dst = dst.data().get();
+  const std::byte* const raw_src = src.data().get();
+  const cudaStream_t raw_stream = s.get();
+  auto trial = [&](auto& op) {
+    hold_stream<<<1, 1, 0, raw_stream>>>(20'000'000ull);  // the host enqueues everything meanwhile
+    check(cudaGetLastError(), "hold_stream");
+    check(start.record(s), "event::record");
+    for (std::size_t i = 0; i < repeat; ++i) op();
+    check(stop.record(s), "event::record");
+    check(stop.synchronize(), "event::synchronize");
+    const float ms = take(event::elapsed_ms(start, stop), "event::elapsed_ms");
+    return static_cast<double>(total * repeat) / (static_cast<double>(ms) * 1e-3) / 1e9;
+  };
+  auto raw_op = [&] {
+    check(cudaMemcpyAsync(raw_dst, raw_src, total, cudaMemcpyDeviceToDevice, raw_stream), "cudaMemcpyAsync");
+  };
+  auto lib_op = [&] { check(copy_many(dsts, srcs, s), "copy_many"); };
+  auto [raw, lib] = interleaved(opt.warmups, opt.reps, [&] { return trial(raw_op); }, [&] { return trial(lib_op); });
+  rows.push_back({"10000 x 4 KiB D2D batch vs one 1D copy", "GB/s (device time)", raw, lib, better::higher, 0.8});
+  check(fill_bytes(dst, 0x5a), "fill_bytes");
+  lib_op();
+  check(s.synchronize(), "stream::synchronize");
+  expect_equal(read_device(raw_dst, total).data(), gathered(l, pattern.data()).data(), total, "copy_many D2D");
+}
+
+// Host cost of a batch of one piece against one copy of it.
+void one_piece_row(std::vector<row>& rows, const options& opt, stream_ref s) {
+  auto src = take(pinned_buffer<float>::allocate(1), "pinned_buffer::allocate");
+  auto dst = take(device_buffer<float>::allocate(1), "device_buffer::allocate");
+  const device_span<float> d = dst.view();
+  const pinned_span<const float> from = src.view();
+  const std::pair<device_span<float>, pinned_span<const float>> only[] = {{d, from}};
+  rows.push_back(host_cost(
+      "host cost: batch of one piece vs copy", opt, s, [&] { check(copy(d, from, s), "copy"); },
+      [&] { check(copy_many(only, s), "copy_many"); }));
+  rows.back().target = 1.1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  bench_name = "bench_batch";
+  const options opt = parse_options(argc, argv);
+  if (visible_devices() == 0) return 77;
+  cudaDeviceProp properties{};
+  check(cudaGetDeviceProperties(&properties, 0), "cudaGetDeviceProperties");
+  std::printf("bench_batch: cudamem %d.%d.%d copy_many on %s; %d trials per side, medians\n", CUDAMEM_VERSION_MAJOR,
+              CUDAMEM_VERSION_MINOR, CUDAMEM_VERSION_PATCH, properties.name, opt.reps);
+  const auto s = take(stream::create(), "stream::create");
+  const auto start = take(event::create(), "event::create");
+  const auto stop = take(event::create(), "event::create");
+  pin_to_current_cpu();
+  std::printf("\n");
+  std::vector<row> rows;
+  pinned_rows(rows, opt, s, 10000, 256, 0.01);  // >= 100x the loop
+  device_row(rows, opt, s, start, stop);
+  pinned_rows(rows, opt, s, 1000, std::size_t{64} << 10, std::nullopt);  // context: the copy engines either way
+  one_piece_row(rows, opt, s);
+  report(rows, opt, properties.name);
+  return 0;
+}
