@@ -6,7 +6,8 @@
 //   D2D pieces     10,000 x 4 KiB device -> device through the gather kernel against one cudaMemcpyAsync of the same
 //                  total bytes, device time timed by events behind a kernel that holds the stream while the host
 //                  enqueues (so the host's checks are not in it), GB/s (higher is better)
-//   large pieces   1,000 x 64 KiB pinned -> device (one copy per piece) against the loop of cudaMemcpyAsync: context
+//                  and against one cudaMemcpyBatchAsync of the same pieces, where the driver has it
+//   large pieces   1,000 x 64 KiB pinned -> device (the copy engines) against the loop (context) and the batch call
 //   one piece      host cost of a batch of one piece against one cudamem::copy, ns per call (lower is better)
 // Every destination is poisoned before a row and checked against the source after it. Exits 77 without a device.
 #include "harness.hpp"
@@ -57,9 +58,40 @@ row batch_time(std::string name, const options& opt, stream_ref s, RawBatch raw_
   return {std::move(name), "us/batch", raw, lib, better::lower, target};
 }
 
-// A gather of pinned pieces into device memory: copy_many against a loop of cudaMemcpyAsync.
+// The driver's batch call, where the runtime and the driver have it (CUDA 12.8).
+bool driver_batches() {
+#if CUDART_VERSION >= 12080
+  int version = 0;
+  return cudaDriverGetVersion(&version) == cudaSuccess && version >= 12080;
+#else
+  return false;
+#endif
+}
+void raw_batch_call(std::vector<void*>& dsts, std::vector<const void*>& srcs, std::vector<std::size_t>& sizes,
+                    cudaStream_t stream) {
+#if CUDART_VERSION >= 12080
+  cudaMemcpyAttributes attributes{};
+  attributes.srcAccessOrder = cudaMemcpySrcAccessOrderStream;
+  std::size_t first = 0;
+#if CUDART_VERSION >= 13000
+  check(cudaMemcpyBatchAsync(dsts.data(), srcs.data(), sizes.data(), sizes.size(), &attributes, &first, 1, stream),
+        "cudaMemcpyBatchAsync");
+#else
+  std::size_t failed = 0;
+  check(cudaMemcpyBatchAsync(dsts.data(), const_cast<void**>(srcs.data()), sizes.data(), sizes.size(), &attributes,
+                             &first, 1, &failed, stream),
+        "cudaMemcpyBatchAsync");
+#endif
+#else
+  (void)dsts, (void)srcs, (void)sizes, (void)stream;
+  fail("cudaMemcpyBatchAsync", "not in this runtime");
+#endif
+}
+
+// A gather of pinned pieces into device memory: copy_many against a loop of cudaMemcpyAsync, and against one
+// cudaMemcpyBatchAsync where the driver has it. Targets on the time ratio (cudamem / raw).
 void pinned_rows(std::vector<row>& rows, const options& opt, stream_ref s, std::size_t count, std::size_t bytes,
-                 std::optional<double> target) {
+                 std::optional<double> loop_target, std::optional<double> batch_call_target) {
   const pieces_layout l = gather_layout(count, bytes);
   const std::size_t total = count * bytes;
   auto host = take(pinned_buffer<std::byte>::allocate(total), "pinned_buffer::allocate");
@@ -67,29 +99,41 @@ void pinned_rows(std::vector<row>& rows, const options& opt, stream_ref s, std::
   write_pattern(host.data().get(), total, count + bytes);
   std::vector<device_span<std::byte>> dsts;
   std::vector<pinned_span<const std::byte>> srcs;
+  std::vector<void*> raw_dsts;
+  std::vector<const void*> raw_srcs;
+  std::vector<std::size_t> raw_sizes(count, bytes);
   for (std::size_t k = 0; k < count; ++k) {
     dsts.push_back(dev.view().subspan_unchecked(l.dst_at[k], bytes));
     srcs.push_back(host.view().subspan_unchecked(l.src_at[k], bytes));
+    raw_dsts.push_back(dsts.back().data().get());
+    raw_srcs.push_back(srcs.back().data().get());
   }
   const std::vector<std::byte> want = gathered(l, host.data().get());
-  std::byte* const raw_dev = dev.data().get();
-  const std::byte* const raw_host = host.data().get();
   const cudaStream_t raw_stream = s.get();
+  const auto verify = [&](const char* what, auto&& batch) {
+    check(fill_bytes(dev, 0x5a), "fill_bytes");
+    batch();
+    check(s.synchronize(), "stream::synchronize");
+    expect_equal(read_device(dev.data().get(), total).data(), want.data(), total, what);
+  };
+  const auto loop = [&] {
+    for (std::size_t k = 0; k < count; ++k)
+      check(cudaMemcpyAsync(raw_dsts[k], raw_srcs[k], bytes, cudaMemcpyHostToDevice, raw_stream), "cudaMemcpyAsync");
+  };
+  const auto lib = [&] { check(copy_many(dsts, srcs, s), "copy_many"); };
+  const auto batch_call = [&] { raw_batch_call(raw_dsts, raw_srcs, raw_sizes, raw_stream); };
+  verify("copy_many pinned->device", lib);
+  verify("loop of cudaMemcpyAsync", loop);
   char name[96];
-  std::snprintf(name, sizeof name, "%zu x %zu B pinned->device, batch vs loop", count, bytes);
-  rows.push_back(batch_time(
-      name, opt, s,
-      [&] {
-        for (std::size_t k = 0; k < count; ++k)
-          check(
-              cudaMemcpyAsync(raw_dev + l.dst_at[k], raw_host + l.src_at[k], bytes, cudaMemcpyHostToDevice, raw_stream),
-              "cudaMemcpyAsync");
-      },
-      [&] { check(copy_many(dsts, srcs, s), "copy_many"); }, target));
-  check(fill_bytes(dev, 0x5a), "fill_bytes");
-  check(copy_many(dsts, srcs, s), "copy_many");
-  check(s.synchronize(), "stream::synchronize");
-  expect_equal(read_device(raw_dev, total).data(), want.data(), total, "copy_many pinned->device");
+  std::snprintf(name, sizeof name, "%zu x %zu B pinned->device vs loop", count, bytes);
+  rows.push_back(batch_time(name, opt, s, loop, lib, loop_target));
+  if (!driver_batches()) {
+    std::printf("(no cudaMemcpyBatchAsync in this runtime or driver: its row is left out)\n");
+    return;
+  }
+  verify("cudaMemcpyBatchAsync", batch_call);
+  std::snprintf(name, sizeof name, "%zu x %zu B pinned->device vs batch call", count, bytes);
+  rows.push_back(batch_time(name, opt, s, batch_call, lib, batch_call_target));
 }
 
 // 4 KiB device pieces gathered by the kernel, against one 1D copy of as many bytes: device time only.
@@ -161,9 +205,10 @@ int main(int argc, char** argv) {
   pin_to_current_cpu();
   std::printf("\n");
   std::vector<row> rows;
-  pinned_rows(rows, opt, s, 10000, 256, 0.01);  // >= 100x the loop
+  pinned_rows(rows, opt, s, 10000, 256, 0.01, 0.1);  // >= 100x the loop, >= 10x cudaMemcpyBatchAsync
   device_row(rows, opt, s, start, stop);
-  pinned_rows(rows, opt, s, 1000, std::size_t{64} << 10, std::nullopt);  // context: the copy engines either way
+  // Large pieces: the copy engines; the loop row is context, the batch call's must not be lost (>= 0.99x).
+  pinned_rows(rows, opt, s, 1000, std::size_t{64} << 10, std::nullopt, 1 / 0.99);
   one_piece_row(rows, opt, s);
   report(rows, opt, properties.name);
   return 0;

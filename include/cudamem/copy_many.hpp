@@ -11,7 +11,8 @@
 /// count, its source), then the batch: no destination overlaps another piece's destination or any source, every
 /// device memory piece is on a device of the process. Errors name the piece: "copy_many: piece 7: extents differ
 /// (dst 4, src 5)". Zero-size pieces are skipped. Dispatch (docs/copies.md, "Batched copies"): in nvcc translation
-/// units, a gather kernel for many small pieces the stream's device can reach; else one engine call per piece.
+/// units, a gather kernel for many small pieces the stream's device can reach; else cudaMemcpyBatchAsync where the
+/// driver has it and the batch allows; else one engine call per piece.
 #pragma once
 
 #include <cudamem/copy.hpp>
@@ -135,13 +136,78 @@ inline status check_batch(batch_scratch& b, const char* api) noexcept {
 /// enqueued) where it cannot be used, so that the caller runs one engine call per piece.
 inline result<bool> (*copy_many_kernel)(const batch_scratch&, stream_ref, const char*) noexcept = nullptr;
 
+#if CUDART_VERSION >= 12080
+/// Whether the driver has cudaMemcpyBatchAsync (CUDA 12.8): asked once, at run time, not taken from the header.
+inline bool driver_has_batch_copy() noexcept {
+  static const bool has = [] {
+    int version = 0;
+    return cudaDriverGetVersion(&version) == cudaSuccess && version >= 12080;
+  }();
+  return has;
+}
+/// Enqueues a batch of contiguous copies between page-locked or device memory (not pinned to pinned, not between two
+/// devices) with one cudaMemcpyBatchAsync, or returns false, enqueuing nothing: an older driver, a default stream
+/// (which it refuses), a capture (it has no graph node, and a capture would end without the copies), other pieces.
+/// A non-sticky refusal is cleared and answered false: the loop then copies every piece, which is safe even if
+/// some were enqueued, since no destination is any piece's source.
+inline result<bool> copy_many_batch_call(const batch_scratch& b, stream_ref s, const char* api) noexcept {
+  const cudaStream_t handle = s.get();
+  if (handle == nullptr || handle == cudaStreamLegacy || handle == cudaStreamPerThread || !driver_has_batch_copy())
+    return false;
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  if (stream_capture_status(handle, &capture) != cudaSuccess) return (void)cudaGetLastError(), false;
+  if (capture != cudaStreamCaptureStatusNone) return false;
+  for (const batch_piece& piece : b.pieces) {
+    const plan& p = piece.p;
+    const bool pageable_side = p.dst.kind == kind_id::host || p.src.kind == kind_id::host;
+    const bool managed_side = p.dst.kind == kind_id::managed || p.src.kind == kind_id::managed;
+    if (!p.flat() || p.peer() || pageable_side || managed_side ||
+        (p.dst.kind == kind_id::pinned && p.src.kind == kind_id::pinned))
+      return false;
+  }
+  auto device = s.device();
+  if (!device) return false;
+  auto guard = device_guard::set(*device);
+  if (!guard) return guard.error().with_api(api);
+  thread_local std::vector<void*> dsts;
+  thread_local std::vector<const void*> srcs;
+  thread_local std::vector<std::size_t> sizes;
+  dsts.clear(), srcs.clear(), sizes.clear();
+  for (const batch_piece& piece : b.pieces) {
+    dsts.push_back(piece.p.dst.addr);
+    srcs.push_back(piece.p.src.addr);
+    sizes.push_back(piece.p.dst.row_bytes * piece.p.dst.rows);
+  }
+  cudaMemcpyAttributes attributes{};
+  attributes.srcAccessOrder = cudaMemcpySrcAccessOrderStream;
+  std::size_t attribute_of_first = 0;
+#if CUDART_VERSION >= 13000
+  const cudaError_t code = cudaMemcpyBatchAsync(dsts.data(), srcs.data(), sizes.data(), sizes.size(), &attributes,
+                                                &attribute_of_first, 1, handle);
+#else
+  std::size_t failed = 0;
+  const cudaError_t code = cudaMemcpyBatchAsync(dsts.data(), const_cast<void**>(srcs.data()), sizes.data(),
+                                                sizes.size(), &attributes, &attribute_of_first, 1, &failed, handle);
+#endif
+  if (code == cudaSuccess) return true;
+  if (error::is_sticky_status(code)) return error(code, api, "cudaMemcpyBatchAsync");
+  (void)cudaGetLastError();
+  return false;
+}
+/// The batch call, where the runtime has it; a variable, so that tests can watch which batches take it.
+inline result<bool> (*copy_many_batch)(const batch_scratch&, stream_ref, const char*) noexcept = &copy_many_batch_call;
+#else
+inline result<bool> (*copy_many_batch)(const batch_scratch&, stream_ref, const char*) noexcept = nullptr;
+#endif
+
 /// Runs checked pieces on `s`; does not synchronize. An error from CUDA names its piece; earlier pieces are queued.
 inline status run_batch_async(const batch_scratch& b, stream_ref s, const char* api) noexcept {
   if (!s.valid()) return handle_moved_from(api, "stream");
-  if (b.pieces.size() > 1 && copy_many_kernel != nullptr) {
-    auto launched = copy_many_kernel(b, s, api);
-    if (!launched) return launched.error();
-    if (*launched) return {};
+  for (auto dispatch : {copy_many_kernel, copy_many_batch}) {
+    if (b.pieces.size() < 2 || dispatch == nullptr) continue;
+    auto taken = dispatch(b, s, api);
+    if (!taken) return taken.error();
+    if (*taken) return {};
   }
   for (const batch_piece& piece : b.pieces)
     if (status done = run_async(piece.p, s, api); !done) [[unlikely]]
@@ -387,7 +453,7 @@ inline bool kernel_reaches(const region& r, device_id launch) noexcept {
   return r.kind == kind_id::pinned ||
          (r.kind == kind_id::device && (r.device == launch || peer_access_held(launch, r.device)));
 }
-/// Average piece size up to which the kernel runs a batch; larger pieces go to the copy engines one call each.
+/// The kernel runs batches whose pieces average less than this; larger pieces go to the copy engines.
 inline constexpr std::size_t copy_many_kernel_max_average = std::size_t{64} << 10;
 
 /// Launches the gather kernel for the batch on `s`, or returns false, enqueuing nothing: a stream that captures (the
@@ -407,7 +473,7 @@ inline result<bool> copy_many_launch(const batch_scratch& b, stream_ref s, const
       return false;
     total += p.dst.row_bytes * p.dst.rows;
   }
-  if (total > copy_many_kernel_max_average * b.pieces.size()) return false;
+  if (total >= copy_many_kernel_max_average * b.pieces.size()) return false;
   auto sms = cached_attribute<cudaDevAttrMultiProcessorCount>(*launch, api);
   if (!sms) return sms.error();
   auto guard = device_guard::set(*launch);  // a launch and an event go to the current device

@@ -18,36 +18,46 @@ using test::take;
 
 namespace {
 
-using kernel_hook = result<bool> (*)(const detail::batch_scratch&, stream_ref, const char*) noexcept;
+using dispatch_hook = result<bool> (*)(const detail::batch_scratch&, stream_ref, const char*) noexcept;
 
-// Counts the batches the gather kernel took and declined while it lives.
-struct dispatch_watch {
-  static inline kernel_hook real = nullptr;
+// Counts the batches a dispatch (the gather kernel, or the driver's batch call) took and declined while it lives.
+template <dispatch_hook& Slot>
+struct dispatch_counter {
+  static inline dispatch_hook real = nullptr;
   static inline int taken = 0, declined = 0;
   static result<bool> hook(const detail::batch_scratch& b, stream_ref s, const char* api) noexcept {
-    result<bool> launched = real(b, s, api);
-    if (launched && *launched) ++taken;
-    else if (launched) ++declined;
-    return launched;
+    result<bool> outcome = real(b, s, api);
+    if (outcome && *outcome) ++taken;
+    else if (outcome) ++declined;
+    return outcome;
   }
-  dispatch_watch() {
-    REQUIRE(detail::copy_many_kernel != nullptr);  // nvcc translation units register it
-    real = detail::copy_many_kernel;
+  dispatch_counter() {
+    REQUIRE(Slot != nullptr);  // nvcc translation units register the kernel; CUDA 12.8 headers have the batch call
+    real = Slot;
     taken = declined = 0;
-    detail::copy_many_kernel = &hook;
+    Slot = &hook;
   }
-  ~dispatch_watch() { detail::copy_many_kernel = real; }
-  dispatch_watch(const dispatch_watch&) = delete;
-  dispatch_watch& operator=(const dispatch_watch&) = delete;
+  ~dispatch_counter() { Slot = real; }
+  dispatch_counter(const dispatch_counter&) = delete;
+  dispatch_counter& operator=(const dispatch_counter&) = delete;
 };
-// Without the kernel: every batch is one engine call per piece, as in a g++ build.
-struct without_kernel {
-  kernel_hook saved = detail::copy_many_kernel;
-  without_kernel() { detail::copy_many_kernel = nullptr; }
-  ~without_kernel() { detail::copy_many_kernel = saved; }
-  without_kernel(const without_kernel&) = delete;
-  without_kernel& operator=(const without_kernel&) = delete;
+using dispatch_watch = dispatch_counter<detail::copy_many_kernel>;
+using batch_call_watch = dispatch_counter<detail::copy_many_batch>;
+// Without a dispatch: the batches it would take go to the next one (kernel, batch call, one call per piece).
+template <dispatch_hook& Slot>
+struct without {
+  dispatch_hook saved = Slot;
+  without() { Slot = nullptr; }
+  ~without() { Slot = saved; }
+  without(const without&) = delete;
+  without& operator=(const without&) = delete;
 };
+// Whether the driver offers cudaMemcpyBatchAsync (CUDA 12.8 and later), as the driver itself answers.
+bool driver_batches() {
+  int version = 0;
+  REQUIRE(cudaDriverGetVersion(&version) == cudaSuccess);
+  return version >= 12080;
+}
 
 // Where each piece lies: destinations one after another with random gaps (then shuffled, so that they do not come in
 // address order), sources anywhere in theirs (they may overlap one another).
@@ -161,20 +171,29 @@ TEST_CASE("copy_many: many small device pieces go through the gather kernel", "[
   CHECK(watch.declined == 0);
 }
 
-TEST_CASE("copy_many: pinned to device and back through the kernel, and as one copy per piece", "[copy_many]") {
+TEST_CASE("copy_many: pinned to device and back through every dispatch", "[copy_many]") {
   auto rng = seeded();
   auto s = take(stream::create());
-  for (const bool kernel : {true, false}) {
-    INFO((kernel ? "gather kernel" : "one copy per piece"));
-    dispatch_watch watch;
-    std::optional<without_kernel> off;
-    if (!kernel) off.emplace();
+  const bool batches = driver_batches();
+  for (const int path : {0, 1, 2}) {
+    INFO((path == 0 ? "gather kernel" : path == 1 ? "cudaMemcpyBatchAsync" : "one copy per piece"));
+    std::optional<without<detail::copy_many_kernel>> no_kernel;
+    std::optional<without<detail::copy_many_batch>> no_batch_call;
+    if (path >= 1) no_kernel.emplace();
+    if (path == 2) no_batch_call.emplace();
+    std::optional<dispatch_watch> kernel;
+    std::optional<batch_call_watch> batch_call;
+    if (path == 0) kernel.emplace();
+    if (path == 1) batch_call.emplace();
     const std::size_t count = std::uniform_int_distribution<std::size_t>(50, 3000)(rng);
     byte_batch<device, pinned> in(rng, count, 300);
     in.run(s);
     byte_batch<pinned, device> out(rng, count, 300, 4);
     out.run(s);
-    CHECK(watch.taken == (kernel ? 2 : 0));
+    byte_batch<device, device> across(rng, count, 300, 16);
+    across.run(s);
+    if (path == 0) CHECK(dispatch_watch::taken == 3);
+    if (path == 1) CHECK(batch_call_watch::taken == (batches ? 3 : 0));
   }
 }
 
@@ -182,10 +201,12 @@ TEST_CASE("copy_many: large pieces, managed memory and the legacy stream", "[cop
   auto rng = seeded();
   auto s = take(stream::create());
   dispatch_watch watch;
+  batch_call_watch batch_call;
   {
-    INFO("pieces of up to 1 MiB: the copy engines, one call per piece");
+    INFO("pieces of up to 1 MiB: the copy engines, through the driver's batch call where it has one");
     byte_batch<device, pinned> large(rng, 40, std::size_t{1} << 20);
     large.run(s);
+    CHECK(batch_call.taken == (driver_batches() ? 1 : 0));
   }
   {
     INFO("managed memory: one call per piece");
@@ -202,6 +223,12 @@ TEST_CASE("copy_many: large pieces, managed memory and the legacy stream", "[cop
     byte_batch<device, device> legacy(rng, 500, 100);
     legacy.run(stream_ref::legacy());
     CHECK(watch.taken == 1);
+    // The batch call refuses the default streams: a large batch there is one call per piece.
+    without<detail::copy_many_kernel> no_kernel;
+    const int before = batch_call.taken;
+    byte_batch<device, device> large_legacy(rng, 20, std::size_t{1} << 20);
+    large_legacy.run(stream_ref::legacy());
+    CHECK(batch_call.taken == before);
   }
 }
 
@@ -260,6 +287,7 @@ TEST_CASE("copy_many: a captured batch replays with the data of each replay", "[
   auto rng = seeded();
   auto s = take(stream::create());
   dispatch_watch watch;
+  batch_call_watch batch_call;
   byte_batch<device, device> batch(rng, 300, 200);
   byte_batch<device, pinned> from_pinned(rng, 100, 200);
   REQUIRE(cudaStreamBeginCapture(s.get(), mode) == cudaSuccess);
@@ -270,6 +298,7 @@ TEST_CASE("copy_many: a captured batch replays with the data of each replay", "[
   REQUIRE_OK(captured);
   REQUIRE_OK(captured_pinned);
   CHECK(watch.taken == 0);  // a captured batch is one copy node per piece
+  CHECK(batch_call.taken == 0);
   cudaGraphExec_t exec = nullptr;
   REQUIRE(cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess);
   for (int replay = 0; replay < 2; ++replay) {
@@ -299,13 +328,13 @@ TEST_CASE("copy_many: piece lists queued behind a long kernel are not overwritte
   for (int b = 0; b < 20; ++b) batches.push_back(std::make_unique<byte_batch<device, device>>(rng, 700, 64));
   REQUIRE_OK(s.synchronize());
   // Every batch waits behind the kernel, so each list the host writes would land on one still to be read.
-  test::delay_then_write<<<1, 32, 0, s.get()>>>(scratch.view(), 1, 200'000'000ull);
+  test::delay_then_write<<<1, 32, 0, s.get()>>>(scratch.view(), 1, 1'000'000'000ull);  // about half a second
   REQUIRE(cudaGetLastError() == cudaSuccess);
   for (auto& batch : batches) REQUIRE_OK(copy_many(batch->dsts, batch->srcs, s));
   CHECK(take(s.ready()) == false);  // the kernel still holds the stream: the lists were all written meanwhile
   REQUIRE_OK(s.synchronize());
   for (auto& batch : batches) batch->check();
-  CHECK(watch.taken >= 2);  // at least two lists were queued at once; those that found no free block ran per piece
+  CHECK(watch.taken >= 2);  // two lists or more were queued at once; a batch that found no free block ran otherwise
   CHECK(watch.taken + watch.declined == 20);
 }
 
