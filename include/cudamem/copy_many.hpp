@@ -411,6 +411,7 @@ struct CUDAMEM_DETAIL_PROCESS_WIDE copy_many_staging {
   /// A block of at least `bytes` for device `id` (its current device is `id`), busy; null when none can be had.
   block* acquire(device_id id, std::size_t bytes) noexcept {
     if (id.get() < 0 || id.get() >= max_devices) return nullptr;
+    relaxed_capture_scope relaxed;  // queries and allocations are no work of a capture in another thread
     const locked hold(lock_);
     block* grow = nullptr;
     for (block& b : blocks_[id.get()]) {
@@ -419,7 +420,6 @@ struct CUDAMEM_DETAIL_PROCESS_WIDE copy_many_staging {
       if (grow == nullptr || b.host == nullptr) grow = &b;  // an unused slot before a small block
     }
     if (grow == nullptr) return nullptr;
-    relaxed_capture_scope relaxed;  // allocation is no work of the user's capture
     if (grow->read == nullptr && cudaEventCreateWithFlags(&grow->read, cudaEventDisableTiming) != cudaSuccess)
       return (void)cudaGetLastError(), grow->read = nullptr, nullptr;
     std::size_t size = min_block_bytes;
