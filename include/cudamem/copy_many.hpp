@@ -145,8 +145,8 @@ inline bool driver_has_batch_copy() noexcept {
   }();
   return has;
 }
-/// Enqueues a batch of contiguous copies between page-locked or device memory (not pinned to pinned, not between two
-/// devices) with one cudaMemcpyBatchAsync, or returns false, enqueuing nothing: an older driver, a default stream
+/// Enqueues a batch of contiguous copies between pinned memory and device memory of the stream's device (not pinned
+/// to pinned) with one cudaMemcpyBatchAsync, or returns false, enqueuing nothing: an older driver, a default stream
 /// (which it refuses), a capture (it has no graph node, and a capture would end without the copies), other pieces.
 /// A non-sticky refusal is cleared and answered false: the loop then copies every piece, which is safe even if
 /// some were enqueued, since no destination is any piece's source.
@@ -157,16 +157,17 @@ inline result<bool> copy_many_batch_call(const batch_scratch& b, stream_ref s, c
   cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
   if (stream_capture_status(handle, &capture) != cudaSuccess) return (void)cudaGetLastError(), false;
   if (capture != cudaStreamCaptureStatusNone) return false;
+  auto device = s.device();
+  if (!device) return false;
+  const auto usable = [launch = *device](const region& r) {
+    return r.kind == kind_id::pinned || (r.kind == kind_id::device && r.device == launch);
+  };
   for (const batch_piece& piece : b.pieces) {
     const plan& p = piece.p;
-    const bool pageable_side = p.dst.kind == kind_id::host || p.src.kind == kind_id::host;
-    const bool managed_side = p.dst.kind == kind_id::managed || p.src.kind == kind_id::managed;
-    if (!p.flat() || p.peer() || pageable_side || managed_side ||
+    if (!p.flat() || !usable(p.dst) || !usable(p.src) ||
         (p.dst.kind == kind_id::pinned && p.src.kind == kind_id::pinned))
       return false;
   }
-  auto device = s.device();
-  if (!device) return false;
   auto guard = device_guard::set(*device);
   if (!guard) return guard.error().with_api(api);
   thread_local std::vector<void*> dsts;
