@@ -41,11 +41,62 @@ struct batch_piece {
   plan p;
   std::size_t index;
 };
-/// The bytes [first, last) of a piece's destination or source, for the overlap check.
+/// The footprint [first, last) of a piece's destination or source, for the overlap check; strided (rows of
+/// `row_bytes`, `pitch` apart) or not (pitch 0: every byte of the footprint).
 struct byte_interval {
   std::uintptr_t first, last;
   std::size_t index;
+  std::size_t pitch = 0, row_bytes = 0;
+  bool dst = false;
 };
+/// Whether two intervals whose footprints meet share a byte: exact for contiguous ones, and for pairs on one pitch
+/// whose rows are no longer than it (tiles and strips of one grid, wherever the grid starts); any other pair counts as
+/// meeting (different pitches, a contiguous run longer than the pitch), as `copy` counts footprints.
+inline bool bytes_meet(const byte_interval& a, const byte_interval& b) noexcept {
+  if (a.pitch == 0 && b.pitch == 0) return true;
+  if (a.pitch != 0 && b.pitch != 0 && a.pitch != b.pitch) return true;
+  const std::uintptr_t pitch = a.pitch != 0 ? a.pitch : b.pitch;
+  const auto width = [](const byte_interval& i) -> std::uintptr_t {
+    return i.pitch != 0 ? i.row_bytes : i.last - i.first;
+  };
+  const auto rows = [](const byte_interval& i) -> std::uintptr_t {
+    return i.pitch != 0 ? (i.last - i.first - i.row_bytes) / i.pitch + 1 : 1;
+  };
+  if (width(a) > pitch || width(b) > pitch) return true;
+  // In rows of `pitch` from the earlier one's first byte: it covers columns [0, width) of rows [0, rows); each row of
+  // the later one starts at column `col` of row `row` + r and may run on into the next row's first columns.
+  const byte_interval &early = a.first <= b.first ? a : b, &late = a.first <= b.first ? b : a;
+  const std::uintptr_t offset = late.first - early.first, row = offset / pitch, col = offset % pitch;
+  return (col < width(early) && row < rows(early)) || (col + width(late) > pitch && row + 1 < rows(early));
+}
+// The overlap error for two intervals of different pieces, at least one a destination.
+[[gnu::cold]] inline error overlap_between(const byte_interval& a, const byte_interval& b, const char* api) noexcept {
+  if (a.dst && b.dst)
+    return error(errc::overlap, api, "the destinations of pieces %zu and %zu overlap", std::min(a.index, b.index),
+                 std::max(a.index, b.index));
+  const byte_interval &d = a.dst ? a : b, &s = a.dst ? b : a;
+  return error(errc::overlap, api, "the destination of piece %zu overlaps the source of piece %zu", d.index, s.index);
+}
+/// check_batch_overlap for batches with strided pieces: every pair whose footprints meet (at least one a
+/// destination, of different pieces) is compared by bytes_meet, in a sweep over all intervals sorted by address.
+/// O(n log n + pairs whose footprints meet): interleaved strips of one grid cost a comparison per pair.
+[[gnu::noinline]] inline status check_strided_overlap(std::vector<byte_interval>& dsts,
+                                                      const std::vector<byte_interval>& srcs,
+                                                      const char* api) noexcept {
+  dsts.insert(dsts.end(), srcs.begin(), srcs.end());
+  std::vector<byte_interval>& all = dsts;
+  std::sort(all.begin(), all.end(), [](const byte_interval& a, const byte_interval& b) {
+    return a.first < b.first || (a.first == b.first && a.index < b.index);
+  });
+  std::vector<const byte_interval*> open;  // footprints not yet passed
+  for (const byte_interval& next : all) {
+    std::erase_if(open, [&](const byte_interval* o) { return o->last <= next.first; });
+    for (const byte_interval* o : open)
+      if ((o->dst || next.dst) && o->index != next.index && bytes_meet(*o, next)) return overlap_between(*o, next, api);
+    open.push_back(&next);
+  }
+  return {};
+}
 inline constexpr const char* copy_many_api = "copy_many";
 
 /// `e`, saying which piece it is about: "copy_many: piece 3: ..." (library errors), "... (piece 3)" (CUDA's).
@@ -109,6 +160,7 @@ inline batch_scratch& thread_batch_scratch() noexcept {
 
 /// The batch-wide checks of the pieces in `b`: devices that exist, then overlap.
 inline status check_batch(batch_scratch& b, const char* api) noexcept {
+  bool strided = false;
   int devices = -1;
   for (const batch_piece& piece : b.pieces)
     for (const region* r : {&piece.p.dst, &piece.p.src}) {
@@ -123,13 +175,17 @@ inline status check_batch(batch_scratch& b, const char* api) noexcept {
                      piece.index, r == &piece.p.dst ? "dst" : "src", r->device.get(), devices);
     }
   if (b.pieces.size() < 2) return {};  // one piece: plan_copy compared it with its source
-  for (const batch_piece& piece : b.pieces) {
-    const auto to = reinterpret_cast<std::uintptr_t>(piece.p.dst.addr),
-               from = reinterpret_cast<std::uintptr_t>(piece.p.src.addr);
-    b.dsts.push_back({to, to + piece.p.dst.footprint, piece.index});
-    b.srcs.push_back({from, from + piece.p.src.footprint, piece.index});
-  }
-  return check_batch_overlap(b.dsts, b.srcs, api);
+  b.dsts.reserve(b.pieces.size());
+  b.srcs.reserve(b.pieces.size());
+  for (const batch_piece& piece : b.pieces)
+    for (const region* r : {&piece.p.dst, &piece.p.src}) {
+      const auto first = reinterpret_cast<std::uintptr_t>(r->addr);
+      const bool rows = !r->contiguous();
+      strided = strided || rows;
+      (r == &piece.p.dst ? b.dsts : b.srcs)
+          .push_back({first, first + r->footprint, piece.index, rows ? r->pitch : 0, r->row_bytes, r == &piece.p.dst});
+    }
+  return strided ? check_strided_overlap(b.dsts, b.srcs, api) : check_batch_overlap(b.dsts, b.srcs, api);
 }
 
 /// The gather kernel (nvcc translation units register it below): true when it took the batch, false (nothing

@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: MIT
-// libFuzzer harness: copy_many's checks of a whole batch against a model written out here, a byte map of every
-// piece's footprint (first byte to one past the last), over one heap arena. Batches are all 1D or all 2D (rows of
-// a pitch), of pageable host memory, so that the synchronous form runs them on the host and no device is needed.
-// A batch the model accepts must copy exactly what copying its pieces one at a time does; one it refuses must fail
-// with the model's error, name the right piece, and leave the arena as it was.
+// libFuzzer harness: copy_many's checks of a whole batch against a model written out here, over one heap arena: a
+// piece's own source is compared by footprint (first byte to one past the last), as copy does; pieces with one
+// another by the bytes they touch (a byte map), where the documented rule says the library can tell. Batches are all 1D
+// or all 2D (rows of a pitch), of pageable host memory, so that the synchronous form runs them on the host and no
+// device is needed. A batch the model accepts must copy exactly what copying its pieces one at a time does; one it
+// refuses must fail with the model's error, name the right piece, and leave the arena as it was.
 #include <cudamem/copy_many.hpp>
 #include <cudamem/pitched.hpp>
 
@@ -51,6 +52,29 @@ bool meet(const side& a, const side& b) {
   return fa != 0 && fb != 0 && a.at < b.at + fb && b.at < a.at + fa;
 }
 bool empty(const side& s) { return s.width == 0 || s.height == 0; }
+bool strided(const side& s) { return s.height > 1 && s.pitch != s.width; }
+
+// The documented rule for two pieces' sides whose footprints meet: they conflict when they share a byte (the byte
+// map) where the library can tell, which is for two contiguous sides, or sides on one pitch whose rows (a contiguous
+// side: its whole run) are no longer than it; elsewhere a meeting footprint conflicts.
+bool decidable(const side& a, const side& b) {
+  if (!strided(a) && !strided(b)) return true;
+  if (strided(a) && strided(b) && a.pitch != b.pitch) return false;
+  const std::size_t pitch = strided(a) ? a.pitch : b.pitch;
+  for (const side* s : {&a, &b})
+    if ((strided(*s) ? s->width : s->footprint()) > pitch) return false;
+  return true;
+}
+bool share_a_byte(const side& a, const side& b) {
+  std::vector<unsigned char> used(arena_bytes, 0);
+  for (std::size_t r = 0; r < a.height; ++r)
+    for (std::size_t c = 0; c < a.width; ++c) used[a.at + r * (a.height > 1 ? a.pitch : 0) + c] = 1;
+  for (std::size_t r = 0; r < b.height; ++r)
+    for (std::size_t c = 0; c < b.width; ++c)
+      if (used[b.at + r * (b.height > 1 ? b.pitch : 0) + c] != 0) return true;
+  return false;
+}
+bool conflict(const side& a, const side& b) { return meet(a, b) && (!decidable(a, b) || share_a_byte(a, b)); }
 
 struct expectation {
   bool ok = true;
@@ -68,14 +92,11 @@ expectation model(const std::vector<piece>& pieces) {
     }
     if (!empty(p.dst) && meet(p.dst, p.src)) return {false, errc::overlap, k};
   }
-  std::vector<unsigned char> written(arena_bytes, 0), read(arena_bytes, 0);
   bool overlap = false;
-  for (const piece& p : pieces) {
-    if (empty(p.dst)) continue;
-    for (std::size_t i = p.dst.at; i < p.dst.at + p.dst.footprint(); ++i) overlap |= written[i]++ != 0;
-    for (std::size_t i = p.src.at; i < p.src.at + p.src.footprint(); ++i) read[i] = 1;
-  }
-  for (std::size_t i = 0; i < arena_bytes; ++i) overlap |= written[i] != 0 && read[i] != 0;
+  for (std::size_t k = 0; k < pieces.size(); ++k)
+    for (std::size_t j = 0; j < pieces.size(); ++j)
+      if (j != k && !empty(pieces[k].dst) && !empty(pieces[j].dst))
+        overlap = overlap || conflict(pieces[k].dst, pieces[j].dst) || conflict(pieces[k].dst, pieces[j].src);
   return overlap ? expectation{false, errc::overlap, pieces.size()} : expectation{};
 }
 
@@ -83,9 +104,9 @@ expectation model(const std::vector<piece>& pieces) {
 bool named_pieces_meet(const char* text, const std::vector<piece>& pieces) {
   std::size_t a = 0, b = 0;
   if (std::sscanf(text, "copy_many: the destinations of pieces %zu and %zu overlap", &a, &b) == 2)
-    return a < b && b < pieces.size() && meet(pieces[a].dst, pieces[b].dst);
+    return a < b && b < pieces.size() && conflict(pieces[a].dst, pieces[b].dst);
   if (std::sscanf(text, "copy_many: the destination of piece %zu overlaps the source of piece %zu", &a, &b) == 2)
-    return a != b && a < pieces.size() && b < pieces.size() && meet(pieces[a].dst, pieces[b].src);
+    return a != b && a < pieces.size() && b < pieces.size() && conflict(pieces[a].dst, pieces[b].src);
   return false;
 }
 

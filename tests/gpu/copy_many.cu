@@ -413,6 +413,44 @@ TEST_CASE("copy_many: pitched pieces, bands of two grids", "[copy_many][pitched]
   CHECK(same);
 }
 
+TEST_CASE("copy_many: halo strips of one grid, rows and columns", "[copy_many][pitched]") {
+  auto rng = seeded();
+  auto s = take(stream::create());
+  constexpr std::size_t width = 130, height = 70, halo = 2;
+  auto grid = take(device_pitched_buffer<float>::allocate(width, height));
+  auto next = take(device_pitched_buffer<float>::allocate(width, height));
+  const auto values = test::random_vector<float>(width * height, rng());
+  REQUIRE_OK(copy(next, span(values)));
+  REQUIRE_OK(fill_bytes(grid, test::poison));
+  // The grid's halo (2 cells wide, on every side) from the inner edge of the next grid's opposite side.
+  const auto g = grid.view();
+  const pitched_span<const float, device> n = next.view();
+  const std::vector<std::pair<device_pitched_span<float>, device_pitched_span<const float>>> strips{
+      {g.subspan_unchecked(0, 0, height, halo), n.subspan_unchecked(0, width - 2 * halo, height, halo)},
+      {g.subspan_unchecked(0, width - halo, height, halo), n.subspan_unchecked(0, halo, height, halo)},
+      {g.subspan_unchecked(0, halo, halo, width - 2 * halo),
+       n.subspan_unchecked(height - 2 * halo, halo, halo, width - 2 * halo)},
+      {g.subspan_unchecked(height - halo, halo, halo, width - 2 * halo),
+       n.subspan_unchecked(halo, halo, halo, width - 2 * halo)}};
+  REQUIRE_OK(copy_many(strips, s));
+  REQUIRE_OK(s.synchronize());
+  std::vector<float> back(width * height);
+  REQUIRE_OK(copy(span(back), grid));
+  float poison_cell = 0;
+  std::memset(&poison_cell, test::poison, sizeof poison_cell);
+  std::size_t wrong = 0;
+  for (std::size_t r = 0; r < height; ++r)
+    for (std::size_t c = 0; c < width; ++c) {
+      const bool left = c < halo, right = c >= width - halo, top = !left && !right && r < halo,
+                 bottom = !left && !right && r >= height - halo;
+      const std::size_t from_r = top ? r + height - 2 * halo : bottom ? r - height + 2 * halo : r;
+      const std::size_t from_c = left ? c + width - 2 * halo : right ? c - width + 2 * halo : c;
+      const float want = left || right || top || bottom ? values[from_r * width + from_c] : poison_cell;
+      if (std::memcmp(&back[r * width + c], &want, sizeof want) != 0) ++wrong;
+    }
+  CHECK(wrong == 0);
+}
+
 TEST_CASE("copy_many: pieces on another device go through the peer copies", "[copy_many][multi_gpu]") {
   REQUIRE(take(device_count()) >= 2);
   auto rng = seeded();

@@ -225,3 +225,49 @@ TEST_CASE("copy_many refuses a destination that overlaps another piece's source,
     CHECK(contains(refused.error(), want));
   }
 }
+
+TEST_CASE("copy_many compares strips of one grid by the bytes they touch", "[copy_many][pitched]") {
+  // A grid of 6 rows of 10 cells: its left and right columns have overlapping footprints, but no common byte.
+  constexpr std::size_t width = 10, height = 6;
+  std::vector<int> grid(width * height, 0), other(width * height);
+  for (std::size_t i = 0; i < other.size(); ++i) other[i] = static_cast<int>(i) + 1;
+  const auto strip = [](std::vector<int>& cells, std::size_t col, std::size_t cols) {
+    return host_pitched_span<int>(host_ptr<int>(cells.data() + col), cols, height, width * sizeof(int));
+  };
+  const auto from = [&](std::size_t col, std::size_t cols) {
+    return host_pitched_span<const int>(strip(other, col, cols));
+  };
+  // Halo columns: the left one from the other grid's column 8, the right one from its column 1.
+  std::vector<std::pair<host_pitched_span<int>, host_pitched_span<const int>>> halo{{strip(grid, 0, 1), from(8, 1)},
+                                                                                    {strip(grid, 9, 1), from(1, 1)}};
+  REQUIRE(copy_many(halo));
+  for (std::size_t r = 0; r < height; ++r)
+    for (std::size_t c = 0; c < width; ++c) {
+      const int want = c == 0 ? other[r * width + 8] : c == 9 ? other[r * width + 1] : 0;
+      CHECK(grid[r * width + c] == want);
+    }
+  // Strips that do share cells: columns [2, 5) and [4, 6).
+  const std::vector<int> before = grid;
+  halo = {{strip(grid, 2, 3), from(0, 3)}, {strip(grid, 4, 2), from(7, 2)}};
+  auto refused = copy_many(halo);
+  REQUIRE_FALSE(refused);
+  CHECK(refused.error() == errc::overlap);
+  CHECK(contains(refused.error(), "the destinations of pieces 0 and 1 overlap"));
+  CHECK(grid == before);
+  // A strip one piece writes and another reads: column 0 of the grid.
+  const std::vector<int> other_before = other;
+  halo = {{strip(grid, 0, 1), from(8, 1)}, {strip(other, 5, 1), strip(grid, 0, 1)}};
+  refused = copy_many(halo);
+  REQUIRE_FALSE(refused);
+  CHECK(contains(refused.error(), "the destination of piece 0 overlaps the source of piece 1"));
+  CHECK(grid == before);
+  CHECK(other == other_before);
+  // Strips of the same grid in rows, one read, another written: rows 0-1 into rows 3-4.
+  const auto rows = [&](std::size_t row) {
+    return host_pitched_span<int>(host_ptr<int>(grid.data() + row * width + 2), 5, 2, width * sizeof(int));
+  };
+  halo = {{rows(3), rows(0)}, {strip(grid, 9, 1), from(0, 1)}};
+  REQUIRE(copy_many(halo));
+  for (std::size_t r = 3; r < 5; ++r)
+    for (std::size_t c = 2; c < 7; ++c) CHECK(grid[r * width + c] == before[(r - 3) * width + c]);
+}
