@@ -413,28 +413,35 @@ inline constexpr detail::copy_many_fn copy_many{};
 #if defined(__CUDACC__)
 namespace detail {
 
-/// One piece as the kernel reads it.
+/// One piece as the kernel reads it: `rows` rows of `row_bytes`, `dpitch` and `spitch` bytes apart (one row: flat).
 struct copy_many_entry {
   char* dst;
   const char* src;
-  std::size_t bytes;
+  std::size_t row_bytes, rows, dpitch, spitch;
 };
 inline constexpr unsigned copy_many_threads = 256, copy_many_unroll = 4;
-// A warp copies one piece: the lanes step through it in elements of V, each loading up to `copy_many_unroll` before
-// storing them.
+// Byte offset of element k of a piece of `per_row` elements of V per row, rows `pitch` apart.
+template <class V>
+__device__ std::size_t copy_many_offset(std::size_t k, std::size_t per_row, std::size_t rows, std::size_t pitch) {
+  if (rows == 1) return k * sizeof(V);
+  const std::size_t row = k / per_row;
+  return row * pitch + (k - row * per_row) * sizeof(V);
+}
+// A warp copies one piece: the lanes step through its elements of V, row after row, each loading up to
+// `copy_many_unroll` before storing them.
 template <class V>
 __device__ void copy_many_piece(const copy_many_entry& e, unsigned lane) {
-  const std::size_t count = e.bytes / sizeof(V);
-  const V* in = reinterpret_cast<const V*>(e.src);
-  V* out = reinterpret_cast<V*>(e.dst);
+  const std::size_t per_row = e.row_bytes / sizeof(V), count = per_row * e.rows;
   for (std::size_t i = lane; i < count; i += 32 * copy_many_unroll) {
     V v[copy_many_unroll];
 #pragma unroll
     for (unsigned u = 0; u < copy_many_unroll; ++u)
-      if (i + u * 32 < count) v[u] = in[i + u * 32];
+      if (i + u * 32 < count)
+        v[u] = *reinterpret_cast<const V*>(e.src + copy_many_offset<V>(i + u * 32, per_row, e.rows, e.spitch));
 #pragma unroll
     for (unsigned u = 0; u < copy_many_unroll; ++u)
-      if (i + u * 32 < count) out[i + u * 32] = v[u];
+      if (i + u * 32 < count)
+        *reinterpret_cast<V*>(e.dst + copy_many_offset<V>(i + u * 32, per_row, e.rows, e.dpitch)) = v[u];
   }
 }
 __global__ void __launch_bounds__(copy_many_threads)
@@ -444,7 +451,7 @@ __global__ void __launch_bounds__(copy_many_threads)
   for (std::size_t k = (std::size_t{blockIdx.x} * blockDim.x + threadIdx.x) / 32; k < count; k += warps) {
     const copy_many_entry e = entries[k];
     const std::uintptr_t bits = reinterpret_cast<std::uintptr_t>(e.dst) | reinterpret_cast<std::uintptr_t>(e.src) |
-                                static_cast<std::uintptr_t>(e.bytes);
+                                e.row_bytes | (e.rows > 1 ? e.dpitch | e.spitch : 0);
     if ((bits & 15) == 0) copy_many_piece<uint4>(e, lane);
     else if ((bits & 7) == 0) copy_many_piece<uint2>(e, lane);
     else if ((bits & 3) == 0) copy_many_piece<unsigned>(e, lane);
@@ -455,7 +462,7 @@ __global__ void __launch_bounds__(copy_many_threads)
 /// The piece lists the kernel reads: page-locked, mapped blocks per device, each with an event recorded after the
 /// kernel that reads it, so that a block is written again only once that kernel is done (docs/decisions.md). A
 /// block is busy from its acquisition until the event is recorded; at most `blocks_per_device` per device, and a
-/// batch that finds none free runs one engine call per piece instead of waiting. Never freed (process lifetime).
+/// batch that finds none free goes to the next dispatch instead of waiting. Never freed (process lifetime).
 struct CUDAMEM_DETAIL_PROCESS_WIDE copy_many_staging {
   static constexpr int max_devices = 64, blocks_per_device = 8;
   static constexpr std::size_t min_block_bytes = std::size_t{64} << 10;
@@ -513,9 +520,9 @@ inline bool kernel_reaches(const region& r, device_id launch) noexcept {
 /// The kernel runs batches whose pieces average less than this; larger pieces go to the copy engines.
 inline constexpr std::size_t copy_many_kernel_max_average = std::size_t{64} << 10;
 
-/// Launches the gather kernel for the batch on `s`, or returns false, enqueuing nothing: a stream that captures (the
-/// list would be a host block reused after the batch, not part of the graph), a piece it cannot reach, managed or
-/// host-to-host pieces, large pieces, no free staging block.
+/// Launches the gather kernel for the batch (1D and pitched pieces) on `s`, or returns false, enqueuing nothing: a
+/// stream that captures (the list would be a host block reused after the batch, not part of the graph), a piece it
+/// cannot reach, managed or host-to-host pieces, large pieces, no free staging block.
 inline result<bool> copy_many_launch(const batch_scratch& b, stream_ref s, const char* api) noexcept {
   cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
   if (stream_capture_status(s.get(), &capture) != cudaSuccess) return (void)cudaGetLastError(), false;
@@ -525,7 +532,7 @@ inline result<bool> copy_many_launch(const batch_scratch& b, stream_ref s, const
   std::size_t total = 0;
   for (const batch_piece& piece : b.pieces) {
     const plan& p = piece.p;
-    if (!p.flat() || !kernel_reaches(p.dst, *launch) || !kernel_reaches(p.src, *launch) ||
+    if (!kernel_reaches(p.dst, *launch) || !kernel_reaches(p.src, *launch) ||
         (p.dst.kind == kind_id::pinned && p.src.kind == kind_id::pinned))
       return false;
     total += p.dst.row_bytes * p.dst.rows;
@@ -542,7 +549,10 @@ inline result<bool> copy_many_launch(const batch_scratch& b, stream_ref s, const
   auto* entries = static_cast<copy_many_entry*>(block->host);
   for (std::size_t k = 0; k < count; ++k) {
     const region &d = b.pieces[k].p.dst, &src = b.pieces[k].p.src;
-    entries[k] = {static_cast<char*>(d.addr), static_cast<const char*>(src.addr), d.row_bytes * d.rows};
+    auto* const to = static_cast<char*>(d.addr);
+    const auto* const from = static_cast<const char*>(src.addr);
+    if (b.pieces[k].p.flat()) entries[k] = {to, from, d.row_bytes * d.rows, 1, 0, 0};
+    else entries[k] = {to, from, d.row_bytes, d.rows, d.pitch, src.pitch};
   }
   constexpr std::size_t warps_per_block = copy_many_threads / 32;
   const std::size_t wanted = (count + warps_per_block - 1) / warps_per_block, most = std::size_t(*sms) * 8;

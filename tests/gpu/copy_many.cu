@@ -397,8 +397,10 @@ TEST_CASE("copy_many: pitched pieces, bands of two grids", "[copy_many][pitched]
     dsts.push_back(dst.view().subspan_unchecked(k * 8, 7, 8, 250));
     srcs.push_back(src.view().subspan_unchecked(((k * 3) % 8) * 8, 7, 8, 250));
   }
+  dispatch_watch watch;
   REQUIRE_OK(copy_many(dsts, srcs, s));
   REQUIRE_OK(s.synchronize());
+  CHECK(watch.taken == 1);  // pitched pieces through the gather kernel
   std::vector<int> back(width * height);
   REQUIRE_OK(copy(span(back), dst));
   int poison_cell = 0;
@@ -432,23 +434,34 @@ TEST_CASE("copy_many: halo strips of one grid, rows and columns", "[copy_many][p
        n.subspan_unchecked(height - 2 * halo, halo, halo, width - 2 * halo)},
       {g.subspan_unchecked(height - halo, halo, halo, width - 2 * halo),
        n.subspan_unchecked(halo, halo, halo, width - 2 * halo)}};
-  REQUIRE_OK(copy_many(strips, s));
-  REQUIRE_OK(s.synchronize());
-  std::vector<float> back(width * height);
-  REQUIRE_OK(copy(span(back), grid));
-  float poison_cell = 0;
-  std::memset(&poison_cell, test::poison, sizeof poison_cell);
-  std::size_t wrong = 0;
-  for (std::size_t r = 0; r < height; ++r)
-    for (std::size_t c = 0; c < width; ++c) {
-      const bool left = c < halo, right = c >= width - halo, top = !left && !right && r < halo,
-                 bottom = !left && !right && r >= height - halo;
-      const std::size_t from_r = top ? r + height - 2 * halo : bottom ? r - height + 2 * halo : r;
-      const std::size_t from_c = left ? c + width - 2 * halo : right ? c - width + 2 * halo : c;
-      const float want = left || right || top || bottom ? values[from_r * width + from_c] : poison_cell;
-      if (std::memcmp(&back[r * width + c], &want, sizeof want) != 0) ++wrong;
-    }
-  CHECK(wrong == 0);
+  const auto check_halo = [&] {
+    std::vector<float> back(width * height);
+    REQUIRE_OK(copy(span(back), grid));
+    float poison_cell = 0;
+    std::memset(&poison_cell, test::poison, sizeof poison_cell);
+    std::size_t wrong = 0;
+    for (std::size_t r = 0; r < height; ++r)
+      for (std::size_t c = 0; c < width; ++c) {
+        const bool left = c < halo, right = c >= width - halo, top = !left && !right && r < halo,
+                   bottom = !left && !right && r >= height - halo;
+        const std::size_t from_r = top ? r + height - 2 * halo : bottom ? r - height + 2 * halo : r;
+        const std::size_t from_c = left ? c + width - 2 * halo : right ? c - width + 2 * halo : c;
+        const float want = left || right || top || bottom ? values[from_r * width + from_c] : poison_cell;
+        if (std::memcmp(&back[r * width + c], &want, sizeof want) != 0) ++wrong;
+      }
+    CHECK(wrong == 0);
+  };
+  for (const bool kernel : {true, false}) {
+    INFO((kernel ? "gather kernel" : "one 2D copy per strip"));
+    dispatch_watch watch;
+    std::optional<without<detail::copy_many_kernel>> no_kernel;
+    if (!kernel) no_kernel.emplace();
+    REQUIRE_OK(fill_bytes(grid, test::poison));
+    REQUIRE_OK(copy_many(strips, s));
+    REQUIRE_OK(s.synchronize());
+    CHECK(watch.taken == (kernel ? 1 : 0));
+    check_halo();
+  }
 }
 
 TEST_CASE("copy_many: pieces on another device go through the peer copies", "[copy_many][multi_gpu]") {
