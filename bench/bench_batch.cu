@@ -8,10 +8,12 @@
 //                  enqueues (so the host's checks are not in it), GB/s (higher is better)
 //                  and against one cudaMemcpyBatchAsync of the same pieces, where the driver has it
 //   large pieces   1,000 x 64 KiB pinned -> device (the copy engines) against the loop (context) and the batch call
+//   halo strips    64 strips of pitched tiles in one batch against 64 cudaMemcpy2DAsync, us per batch
 //   one piece      host cost of a batch of one piece against one cudamem::copy, ns per call (lower is better)
 // Every destination is poisoned before a row and checked against the source after it. Exits 77 without a device.
 #include "harness.hpp"
 
+#include <functional>
 #include <numeric>
 #include <random>
 
@@ -176,6 +178,61 @@ void device_row(std::vector<row>& rows, const options& opt, stream_ref s, const 
   expect_equal(read_device(raw_dst, total).data(), gathered(l, pattern.data()).data(), total, "copy_many D2D");
 }
 
+// 64 halo strips (4 x 4 tiles of 256 x 256 floats, the two outer rows and columns of each) from one pitched grid into
+// another: one batch against 64 cudaMemcpy2DAsync, wall time per batch.
+void halo_row(std::vector<row>& rows, const options& opt, stream_ref s) {
+  constexpr std::size_t tile = 256, tiles = 4, side = tile * tiles, edge = 2;
+  auto from = take(device_pitched_buffer<float>::allocate(side, side), "pitched_buffer::allocate");
+  auto to = take(device_pitched_buffer<float>::allocate(side, side), "pitched_buffer::allocate");
+  std::vector<float> pattern(side * side);
+  write_pattern(reinterpret_cast<std::byte*>(pattern.data()), pattern.size() * sizeof(float), 11);
+  check(copy(from, span(pattern)), "copy");
+  const pitched_span<float, device> d = to.view();
+  const pitched_span<const float, device> f = from.view();
+  std::vector<std::pair<pitched_span<float, device>, pitched_span<const float, device>>> strips;
+  for (std::size_t ty = 0; ty < tiles; ++ty)
+    for (std::size_t tx = 0; tx < tiles; ++tx) {
+      const std::size_t r = ty * tile, c = tx * tile, inner = tile - 2 * edge;
+      const std::size_t at[4][4] = {{r + edge, c, inner, edge},  // row, column, rows, columns
+                                    {r + edge, c + tile - edge, inner, edge},
+                                    {r, c + edge, edge, inner},
+                                    {r + tile - edge, c + edge, edge, inner}};
+      for (const auto& a : at)
+        strips.emplace_back(d.subspan_unchecked(a[0], a[1], a[2], a[3]), f.subspan_unchecked(a[0], a[1], a[2], a[3]));
+    }
+  const cudaStream_t raw_stream = s.get();
+  const auto loop = [&] {
+    for (const auto& [dst, src] : strips)
+      check(cudaMemcpy2DAsync(dst.data().get(), dst.pitch_bytes(), src.data().get(), src.pitch_bytes(),
+                              dst.width() * sizeof(float), dst.height(), cudaMemcpyDeviceToDevice, raw_stream),
+            "cudaMemcpy2DAsync");
+  };
+  const auto lib = [&] { check(copy_many(strips, s), "copy_many"); };
+  // Both sides leave the strips equal to the source's and every other cell poisoned.
+  for (const auto& batch : {std::function<void()>(loop), std::function<void()>(lib)}) {
+    check(fill_bytes(to, 0x5a), "fill_bytes");
+    batch();
+    check(s.synchronize(), "stream::synchronize");
+    std::vector<float> back(side * side), want(side * side);
+    std::memset(want.data(), 0x5a, want.size() * sizeof(float));
+    for (const auto& [dst, src] : strips) {
+      const std::size_t r0 = static_cast<std::size_t>(reinterpret_cast<const char*>(dst.data().get()) -
+                                                      reinterpret_cast<const char*>(d.data().get())) /
+                             d.pitch_bytes();
+      const std::size_t c0 = (static_cast<std::size_t>(reinterpret_cast<const char*>(dst.data().get()) -
+                                                       reinterpret_cast<const char*>(d.data().get())) %
+                              d.pitch_bytes()) /
+                             sizeof(float);
+      for (std::size_t r = r0; r < r0 + dst.height(); ++r)
+        for (std::size_t c = c0; c < c0 + dst.width(); ++c) want[r * side + c] = pattern[r * side + c];
+    }
+    check(copy(span(back), to), "copy");
+    expect_equal(reinterpret_cast<const std::byte*>(back.data()), reinterpret_cast<const std::byte*>(want.data()),
+                 back.size() * sizeof(float), "64 halo strips");
+  }
+  rows.push_back(batch_time("64 halo strips vs 64 cudaMemcpy2DAsync", opt, s, loop, lib, 0.5));
+}
+
 // Host cost of a batch of one piece against one copy of it.
 void one_piece_row(std::vector<row>& rows, const options& opt, stream_ref s) {
   auto src = take(pinned_buffer<float>::allocate(1), "pinned_buffer::allocate");
@@ -209,6 +266,7 @@ int main(int argc, char** argv) {
   device_row(rows, opt, s, start, stop);
   // Large pieces: the copy engines; the loop row is context, the batch call's must not be lost (>= 0.99x).
   pinned_rows(rows, opt, s, 1000, std::size_t{64} << 10, std::nullopt, 1 / 0.99);
+  halo_row(rows, opt, s);  // >= 2x separate 2D copies
   one_piece_row(rows, opt, s);
   report(rows, opt, properties.name);
   return 0;
