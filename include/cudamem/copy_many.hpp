@@ -189,7 +189,7 @@ inline status check_batch(batch_scratch& b, const char* api) noexcept {
 }
 
 /// The gather kernel (nvcc translation units register it below): true when it took the batch, false (nothing
-/// enqueued) where it cannot be used, so that the caller runs one engine call per piece.
+/// enqueued) where it cannot be used, so that the caller tries the next dispatch.
 inline result<bool> (*copy_many_kernel)(const batch_scratch&, stream_ref, const char*) noexcept = nullptr;
 
 #if CUDART_VERSION >= 12080
