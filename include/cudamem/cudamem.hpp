@@ -14,6 +14,7 @@
 
 #include <cudamem/buffer.hpp>
 #include <cudamem/copy.hpp>
+#include <cudamem/copy_many.hpp>
 #include <cudamem/device.hpp>
 #include <cudamem/error.hpp>
 #include <cudamem/host_register.hpp>

@@ -1,0 +1,582 @@
+// SPDX-License-Identifier: MIT
+/// \file
+/// Batched copies: many pieces in one call, checked as a whole before anything is written.
+///
+///     copy_many(dsts, srcs)          // two sized ranges of views (spans, pitched views, buffers): synchronous
+///     copy_many(dsts, srcs, stream)  // stream-ordered, returns at once; capturable
+///     copy_many(pairs [, stream])    // one sized range of (dst, src) pairs (std::pair, std::tuple)
+///
+/// The element types and kinds are those of the ranges' views, so the direction and the page-locked rule are checked
+/// at compile time exactly as for `copy`. Before anything is enqueued every piece is checked (extents, null with a
+/// count, its source), then the batch: no destination overlaps another piece's destination or any source, every
+/// device memory piece is on a device of the process. Errors name the piece: "copy_many: piece 7: extents differ
+/// (dst 4, src 5)". Zero-size pieces are skipped. Dispatch (docs/copies.md, "Batched copies"): in nvcc translation
+/// units, a gather kernel for many small pieces the stream's device can reach; else cudaMemcpyBatchAsync where the
+/// driver has it and the batch allows; else one engine call per piece.
+#pragma once
+
+#include <cudamem/copy.hpp>
+#include <cudamem/detail/transfer.hpp>
+
+#include <pthread.h>
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <iterator>
+#include <ranges>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+namespace cudamem {
+
+namespace detail {
+
+/// A checked, non-empty piece of a batch, with its index in the user's ranges (for errors).
+struct batch_piece {
+  plan p;
+  std::size_t index;
+};
+/// The footprint [first, last) of a piece's destination or source, for the overlap check; strided (rows of
+/// `row_bytes`, `pitch` apart) or not (pitch 0: every byte of the footprint).
+struct byte_interval {
+  std::uintptr_t first, last;
+  std::size_t index;
+  std::size_t pitch = 0, row_bytes = 0;
+  bool dst = false;
+};
+/// Whether two intervals whose footprints meet share a byte: exact for contiguous ones, and for pairs on one pitch
+/// whose rows are no longer than it (tiles and strips of one grid, wherever the grid starts); any other pair counts as
+/// meeting (different pitches, a contiguous run longer than the pitch), as `copy` counts footprints.
+inline bool bytes_meet(const byte_interval& a, const byte_interval& b) noexcept {
+  if (a.pitch == 0 && b.pitch == 0) return true;
+  if (a.pitch != 0 && b.pitch != 0 && a.pitch != b.pitch) return true;
+  const std::uintptr_t pitch = a.pitch != 0 ? a.pitch : b.pitch;
+  const auto width = [](const byte_interval& i) -> std::uintptr_t {
+    return i.pitch != 0 ? i.row_bytes : i.last - i.first;
+  };
+  const auto rows = [](const byte_interval& i) -> std::uintptr_t {
+    return i.pitch != 0 ? (i.last - i.first - i.row_bytes) / i.pitch + 1 : 1;
+  };
+  if (width(a) > pitch || width(b) > pitch) return true;
+  // In rows of `pitch` from the earlier one's first byte: it covers columns [0, width) of rows [0, rows); each row of
+  // the later one starts at column `col` of row `row` + r and may run on into the next row's first columns.
+  const byte_interval &early = a.first <= b.first ? a : b, &late = a.first <= b.first ? b : a;
+  const std::uintptr_t offset = late.first - early.first, row = offset / pitch, col = offset % pitch;
+  return (col < width(early) && row < rows(early)) || (col + width(late) > pitch && row + 1 < rows(early));
+}
+// The overlap error for two intervals of different pieces, at least one a destination.
+[[gnu::cold]] inline error overlap_between(const byte_interval& a, const byte_interval& b, const char* api) noexcept {
+  if (a.dst && b.dst)
+    return error(errc::overlap, api, "the destinations of pieces %zu and %zu overlap", std::min(a.index, b.index),
+                 std::max(a.index, b.index));
+  const byte_interval &d = a.dst ? a : b, &s = a.dst ? b : a;
+  return error(errc::overlap, api, "the destination of piece %zu overlaps the source of piece %zu", d.index, s.index);
+}
+/// check_batch_overlap for batches with strided pieces: every pair whose footprints meet (at least one a
+/// destination, of different pieces) is compared by bytes_meet, in a sweep over all intervals sorted by address.
+/// O(n log n + pairs whose footprints meet): interleaved strips of one grid cost a comparison per pair.
+[[gnu::noinline]] inline status check_strided_overlap(std::vector<byte_interval>& dsts,
+                                                      const std::vector<byte_interval>& srcs,
+                                                      const char* api) noexcept {
+  dsts.insert(dsts.end(), srcs.begin(), srcs.end());
+  std::vector<byte_interval>& all = dsts;
+  std::sort(all.begin(), all.end(), [](const byte_interval& a, const byte_interval& b) {
+    return a.first < b.first || (a.first == b.first && a.index < b.index);
+  });
+  std::vector<const byte_interval*> open;  // footprints not yet passed
+  for (const byte_interval& next : all) {
+    std::erase_if(open, [&](const byte_interval* o) { return o->last <= next.first; });
+    for (const byte_interval* o : open)
+      if ((o->dst || next.dst) && o->index != next.index && bytes_meet(*o, next)) return overlap_between(*o, next, api);
+    open.push_back(&next);
+  }
+  return {};
+}
+inline constexpr const char* copy_many_api = "copy_many";
+
+/// `e`, saying which piece it is about: "copy_many: piece 3: ..." (library errors), "... (piece 3)" (CUDA's).
+[[gnu::cold, gnu::noinline]] inline error name_piece(const error& e, std::size_t index) noexcept {
+  const char* detail_text = e.message();
+  if (const char* api = e.api(); api != nullptr && std::strncmp(detail_text, api, std::strlen(api)) == 0)
+    detail_text += std::strlen(api) + (detail_text[std::strlen(api)] == ':' ? 2 : 0);
+  if (e.domain() == error_domain::library) return error(e.code(), copy_many_api, "piece %zu: %s", index, detail_text);
+  char description[error::max_message + 1];
+  std::snprintf(description, sizeof description, "%.200s (piece %zu)",
+                e.domain() == error_domain::cuda ? cudaGetErrorString(e.cuda_status()) : detail_text, index);
+  return error(e.domain(), e.native_code(), copy_many_api, e.call(),
+               e.domain() == error_domain::cuda ? cudaGetErrorName(e.cuda_status()) : nullptr, description);
+}
+
+/// Refuses a batch in which a destination overlaps another piece's destination or any piece's source (its own is
+/// plan_copy's check). Destinations are sorted by address (O(n) when they come sorted), neighbours compared, then
+/// each source is looked up among them by binary search, unless all sources lie apart from all destinations (O(n)).
+/// `dsts` is reordered; both hold non-empty intervals only.
+inline status check_batch_overlap(std::vector<byte_interval>& dsts, const std::vector<byte_interval>& srcs,
+                                  const char* api) noexcept {
+  const auto by_first = [](const byte_interval& a, const byte_interval& b) {
+    return a.first < b.first || (a.first == b.first && a.index < b.index);
+  };
+  if (!std::is_sorted(dsts.begin(), dsts.end(), by_first)) std::sort(dsts.begin(), dsts.end(), by_first);
+  for (std::size_t k = 1; k < dsts.size(); ++k)
+    if (dsts[k].first < dsts[k - 1].last) {
+      const std::size_t a = std::min(dsts[k - 1].index, dsts[k].index), b = std::max(dsts[k - 1].index, dsts[k].index);
+      return error(errc::overlap, api, "the destinations of pieces %zu and %zu overlap", a, b);
+    }
+  if (dsts.empty() || srcs.empty()) return {};
+  // Disjoint and sorted, the destinations' ends are sorted too.
+  const std::uintptr_t dst_first = dsts.front().first, dst_last = dsts.back().last;
+  std::uintptr_t src_first = srcs.front().first, src_last = srcs.front().last;
+  for (const byte_interval& s : srcs) src_first = std::min(src_first, s.first), src_last = std::max(src_last, s.last);
+  if (src_last <= dst_first || dst_last <= src_first) return {};
+  bool any = false;
+  std::size_t found = 0, with = 0;  // the lowest-numbered source that overlaps a destination
+  for (const byte_interval& s : srcs) {
+    const auto d = std::upper_bound(dsts.begin(), dsts.end(), s.first,
+                                    [](std::uintptr_t at, const byte_interval& i) { return at < i.last; });
+    if (d != dsts.end() && d->first < s.last && (!any || s.index < found)) any = true, found = s.index, with = d->index;
+  }
+  if (!any) return {};
+  return found == with
+             ? error(errc::overlap, api, "piece %zu: source and destination overlap", found)
+             : error(errc::overlap, api, "the destination of piece %zu overlaps the source of piece %zu", with, found);
+}
+
+/// The checked pieces of one batch: a buffer per thread, reused, so that a batch allocates nothing once warm.
+struct batch_scratch {
+  std::vector<batch_piece> pieces;
+  std::vector<byte_interval> dsts, srcs;
+  void clear() noexcept { pieces.clear(), dsts.clear(), srcs.clear(); }
+};
+inline batch_scratch& thread_batch_scratch() noexcept {
+  thread_local batch_scratch scratch;
+  scratch.clear();
+  return scratch;
+}
+
+/// The batch-wide checks of the pieces in `b`: devices that exist, then overlap.
+inline status check_batch(batch_scratch& b, const char* api) noexcept {
+  bool strided = false;
+  int devices = -1;
+  for (const batch_piece& piece : b.pieces)
+    for (const region* r : {&piece.p.dst, &piece.p.src}) {
+      if (r->kind != kind_id::device) continue;
+      if (devices < 0) {
+        auto count = device_count();
+        if (!count) return name_piece(count.error().with_api(api), piece.index);
+        devices = *count;
+      }
+      if (r->device.get() < 0 || r->device.get() >= devices)
+        return error(errc::out_of_range, api, "piece %zu: %s is device memory on device %d, and there are %d devices",
+                     piece.index, r == &piece.p.dst ? "dst" : "src", r->device.get(), devices);
+    }
+  if (b.pieces.size() < 2) return {};  // one piece: plan_copy compared it with its source
+  b.dsts.reserve(b.pieces.size());
+  b.srcs.reserve(b.pieces.size());
+  for (const batch_piece& piece : b.pieces)
+    for (const region* r : {&piece.p.dst, &piece.p.src}) {
+      const auto first = reinterpret_cast<std::uintptr_t>(r->addr);
+      const bool rows = !r->contiguous();
+      strided = strided || rows;
+      (r == &piece.p.dst ? b.dsts : b.srcs)
+          .push_back({first, first + r->footprint, piece.index, rows ? r->pitch : 0, r->row_bytes, r == &piece.p.dst});
+    }
+  return strided ? check_strided_overlap(b.dsts, b.srcs, api) : check_batch_overlap(b.dsts, b.srcs, api);
+}
+
+/// The gather kernel (nvcc translation units register it below): true when it took the batch, false (nothing
+/// enqueued) where it cannot be used, so that the caller tries the next dispatch.
+inline result<bool> (*copy_many_kernel)(const batch_scratch&, stream_ref, const char*) noexcept = nullptr;
+
+#if CUDART_VERSION >= 12080
+/// Whether the driver has cudaMemcpyBatchAsync (CUDA 12.8): asked once, at run time, not taken from the header.
+inline bool driver_has_batch_copy() noexcept {
+  static const bool has = [] {
+    int version = 0;
+    return cudaDriverGetVersion(&version) == cudaSuccess && version >= 12080;
+  }();
+  return has;
+}
+/// Enqueues a batch of contiguous copies between pinned memory and device memory of the stream's device (not pinned
+/// to pinned) with one cudaMemcpyBatchAsync, or returns false, enqueuing nothing: an older driver, a default stream
+/// (which it refuses), a capture (it has no graph node, and a capture would end without the copies), other pieces.
+/// A non-sticky refusal is cleared and answered false: the loop then copies every piece, which is safe even if
+/// some were enqueued, since no destination is any piece's source.
+inline result<bool> copy_many_batch_call(const batch_scratch& b, stream_ref s, const char* api) noexcept {
+  const cudaStream_t handle = s.get();
+  if (handle == nullptr || handle == cudaStreamLegacy || handle == cudaStreamPerThread || !driver_has_batch_copy())
+    return false;
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  if (stream_capture_status(handle, &capture) != cudaSuccess) return (void)cudaGetLastError(), false;
+  if (capture != cudaStreamCaptureStatusNone) return false;
+  auto device = s.device();
+  if (!device) return false;
+  const auto usable = [launch = *device](const region& r) {
+    return r.kind == kind_id::pinned || (r.kind == kind_id::device && r.device == launch);
+  };
+  for (const batch_piece& piece : b.pieces) {
+    const plan& p = piece.p;
+    if (!p.flat() || !usable(p.dst) || !usable(p.src) ||
+        (p.dst.kind == kind_id::pinned && p.src.kind == kind_id::pinned))
+      return false;
+  }
+  auto guard = device_guard::set(*device);
+  if (!guard) return guard.error().with_api(api);
+  thread_local std::vector<void*> dsts;
+  thread_local std::vector<const void*> srcs;
+  thread_local std::vector<std::size_t> sizes;
+  dsts.clear(), srcs.clear(), sizes.clear();
+  for (const batch_piece& piece : b.pieces) {
+    dsts.push_back(piece.p.dst.addr);
+    srcs.push_back(piece.p.src.addr);
+    sizes.push_back(piece.p.dst.row_bytes * piece.p.dst.rows);
+  }
+  cudaMemcpyAttributes attributes{};
+  attributes.srcAccessOrder = cudaMemcpySrcAccessOrderStream;
+  std::size_t attribute_of_first = 0;
+#if CUDART_VERSION >= 13000
+  const cudaError_t code = cudaMemcpyBatchAsync(dsts.data(), srcs.data(), sizes.data(), sizes.size(), &attributes,
+                                                &attribute_of_first, 1, handle);
+#else
+  std::size_t failed = 0;
+  const cudaError_t code = cudaMemcpyBatchAsync(dsts.data(), const_cast<void**>(srcs.data()), sizes.data(),
+                                                sizes.size(), &attributes, &attribute_of_first, 1, &failed, handle);
+#endif
+  if (code == cudaSuccess) return true;
+  if (error::is_sticky_status(code)) return error(code, api, "cudaMemcpyBatchAsync");
+  (void)cudaGetLastError();
+  return false;
+}
+/// The batch call, where the runtime has it; a variable, so that tests can watch which batches take it.
+inline result<bool> (*copy_many_batch)(const batch_scratch&, stream_ref, const char*) noexcept = &copy_many_batch_call;
+#else
+inline result<bool> (*copy_many_batch)(const batch_scratch&, stream_ref, const char*) noexcept = nullptr;
+#endif
+
+/// Runs checked pieces on `s`; does not synchronize. An error from CUDA names its piece; earlier pieces are queued.
+inline status run_batch_async(const batch_scratch& b, stream_ref s, const char* api) noexcept {
+  if (!s.valid()) return handle_moved_from(api, "stream");
+  for (auto dispatch : {copy_many_kernel, copy_many_batch}) {
+    if (b.pieces.size() < 2 || dispatch == nullptr) continue;
+    auto taken = dispatch(b, s, api);
+    if (!taken) return taken.error();
+    if (*taken) return {};
+  }
+  for (const batch_piece& piece : b.pieces)
+    if (status done = run_async(piece.p, s, api); !done) [[unlikely]]
+      return name_piece(done.error(), piece.index);
+  return {};
+}
+/// Runs checked pieces to completion, one after another. A capture that would refuse any piece refuses the batch
+/// before the first is written.
+inline status run_batch_sync(const batch_scratch& b, const char* api) noexcept {
+  device_id checked[8];
+  std::size_t known = 0;
+  for (const batch_piece& piece : b.pieces) {
+    if (piece.p.pageable()) continue;
+    const region* home = piece.p.home();
+    auto device = home != nullptr ? result<device_id>(home->device) : current_device();
+    if (!device) return name_piece(device.error().with_api(api), piece.index);
+    if (std::find(checked, checked + known, *device) != checked + known) continue;
+    auto guard = device_guard::set(*device);
+    if (!guard) return name_piece(guard.error().with_api(api), piece.index);
+    CUDAMEM_TRY(refuse_during_capture(api));
+    if (known < std::size(checked)) checked[known++] = *device;
+  }
+  for (const batch_piece& piece : b.pieces)
+    if (status done = run_sync(piece.p, api); !done) return name_piece(done.error(), piece.index);
+  return {};
+}
+
+/// A sized range of views, whose elements copy.hpp's copies take.
+template <class R>
+concept view_range = std::ranges::forward_range<R> && std::ranges::sized_range<R> &&
+                     viewable<std::remove_cvref_t<std::ranges::range_reference_t<R>>>;
+template <class P>
+concept view_pair = requires(P& p) {
+  requires viewable<std::remove_cvref_t<decltype(std::get<0>(p))>>;
+  requires viewable<std::remove_cvref_t<decltype(std::get<1>(p))>>;
+};
+/// A sized range of (dst, src) pairs of views.
+template <class R>
+concept pair_range = std::ranges::forward_range<R> && std::ranges::sized_range<R> &&
+                     view_pair<std::remove_reference_t<std::ranges::range_reference_t<R>>>;
+// What a stream-ordered batch sees of an element: an owner in a temporary range goes away with it.
+template <class R, class Element>
+using queued_element = std::conditional_t<std::is_lvalue_reference_v<R>, Element&, std::remove_cvref_t<Element>>;
+
+/// Checks piece `index` into `b` (skipped when empty).
+template <class DstView, class SrcView>
+[[gnu::always_inline]] inline status add_piece(batch_scratch& b, std::size_t index, DstView dst, SrcView src,
+                                               const char* api) noexcept {
+  batch_piece piece{{}, index};
+  if (status planned = plan_copy(piece.p, operand_of(dst), operand_of(src), sizeof(typename DstView::element_type),
+                                 copy_direction<typename DstView::kind, typename SrcView::kind>, api);
+      !planned) [[unlikely]]
+    return name_piece(planned.error(), index);
+  if (!piece.p.dst.empty()) b.pieces.push_back(piece);
+  return {};
+}
+/// One piece: the checks and the one call of `copy`, so that a batch of one costs what a copy does.
+template <class DstView, class SrcView>
+[[gnu::always_inline]] inline status copy_one_piece(DstView dst, SrcView src, const stream_ref* s) noexcept {
+  const status done = copy_operands(operand_of(dst), operand_of(src), sizeof(typename DstView::element_type),
+                                    copy_direction<typename DstView::kind, typename SrcView::kind>, s, copy_many_api);
+  if (!done) [[unlikely]]
+    return name_piece(done.error(), 0);
+  return {};
+}
+
+struct copy_many_fn {
+  template <view_range Dsts, view_range Srcs>
+  [[nodiscard]] status operator()(Dsts&& dsts, Srcs&& srcs) const noexcept {
+    return ranges(dsts, srcs, nullptr);
+  }
+  template <view_range Dsts, view_range Srcs>
+  [[nodiscard]] status operator()(Dsts&& dsts, Srcs&& srcs, stream_ref s) const noexcept {
+    check_stream_ordered<queued_element<Dsts, std::ranges::range_reference_t<Dsts>>,
+                         queued_element<Srcs, std::ranges::range_reference_t<Srcs>>>();
+    return ranges(dsts, srcs, &s);
+  }
+  template <pair_range Pairs>
+  [[nodiscard]] status operator()(Pairs&& pairs) const noexcept {
+    return paired(pairs, nullptr);
+  }
+  template <pair_range Pairs>
+  [[nodiscard]] status operator()(Pairs&& pairs, stream_ref s) const noexcept {
+    using pair_type = std::remove_reference_t<std::ranges::range_reference_t<Pairs>>;
+    check_stream_ordered<queued_element<Pairs, std::tuple_element_t<0, std::remove_cv_t<pair_type>>>,
+                         queued_element<Pairs, std::tuple_element_t<1, std::remove_cv_t<pair_type>>>>();
+    return paired(pairs, &s);
+  }
+
+ private:
+  template <class DstView, class SrcView>
+  static constexpr void check_types() {
+    check_copy_types<DstView, SrcView>();
+  }
+  template <class Dsts, class Srcs>
+  static status ranges(Dsts& dsts, Srcs& srcs, const stream_ref* s) noexcept {
+    using DstView = std::remove_cvref_t<decltype(std::declval<std::ranges::range_reference_t<Dsts>>().view())>;
+    using SrcView = std::remove_cvref_t<decltype(std::declval<std::ranges::range_reference_t<Srcs>>().view())>;
+    check_types<DstView, SrcView>();
+    const auto count = static_cast<std::size_t>(std::ranges::size(dsts));
+    if (count != static_cast<std::size_t>(std::ranges::size(srcs)))
+      return error(errc::extents_mismatch, copy_many_api, "%zu destinations and %zu sources", count,
+                   static_cast<std::size_t>(std::ranges::size(srcs)));
+    if (count == 1) return copy_one_piece((*std::ranges::begin(dsts)).view(), (*std::ranges::begin(srcs)).view(), s);
+    batch_scratch& b = thread_batch_scratch();
+    b.pieces.reserve(count);
+    auto src = std::ranges::begin(srcs);
+    std::size_t index = 0;
+    for (auto&& dst : dsts) CUDAMEM_TRY(add_piece(b, index++, dst.view(), (*src++).view(), copy_many_api));
+    return run(b, s);
+  }
+  template <class Pairs>
+  static status paired(Pairs& pairs, const stream_ref* s) noexcept {
+    using pair_type = std::remove_reference_t<std::ranges::range_reference_t<Pairs>>;
+    using DstView = std::remove_cvref_t<decltype(std::get<0>(std::declval<pair_type&>()).view())>;
+    using SrcView = std::remove_cvref_t<decltype(std::get<1>(std::declval<pair_type&>()).view())>;
+    check_types<DstView, SrcView>();
+    const auto count = static_cast<std::size_t>(std::ranges::size(pairs));
+    if (count == 1) {
+      auto&& only = *std::ranges::begin(pairs);
+      return copy_one_piece(std::get<0>(only).view(), std::get<1>(only).view(), s);
+    }
+    batch_scratch& b = thread_batch_scratch();
+    b.pieces.reserve(count);
+    std::size_t index = 0;
+    for (auto&& piece : pairs)
+      CUDAMEM_TRY(add_piece(b, index++, std::get<0>(piece).view(), std::get<1>(piece).view(), copy_many_api));
+    return run(b, s);
+  }
+  static status run(batch_scratch& b, const stream_ref* s) noexcept {
+    if (s != nullptr && !s->valid()) return handle_moved_from(copy_many_api, "stream");
+    CUDAMEM_TRY(check_batch(b, copy_many_api));
+    return s != nullptr ? run_batch_async(b, *s, copy_many_api) : run_batch_sync(b, copy_many_api);
+  }
+};
+}  // namespace detail
+
+/// copy_many(dsts, srcs [, stream]), copy_many(pairs [, stream]): copies each source piece into its destination
+/// piece, as `copy` would, after checking the whole batch; a refused batch writes nothing. Without a stream: complete
+/// on return (one synchronous copy per piece). With one: ordered on it, returns at once, capturable. Errors name the
+/// piece: extents_mismatch (also ranges of different lengths), invalid_argument, overlap (a destination with another
+/// destination or any source), out_of_range (a device the process lacks), size_overflow, capture_active, CUDA errors
+/// (those of a stream-ordered batch after some pieces were queued: the earlier pieces stay queued).
+inline constexpr detail::copy_many_fn copy_many{};
+
+#if defined(__CUDACC__)
+namespace detail {
+
+/// One piece as the kernel reads it: `rows` rows of `row_bytes`, `dpitch` and `spitch` bytes apart (one row: flat).
+struct copy_many_entry {
+  char* dst;
+  const char* src;
+  std::size_t row_bytes, rows, dpitch, spitch;
+};
+inline constexpr unsigned copy_many_threads = 256, copy_many_unroll = 4;
+// Byte offset of element k of a piece of `per_row` elements of V per row, rows `pitch` apart.
+template <class V>
+__device__ std::size_t copy_many_offset(std::size_t k, std::size_t per_row, std::size_t rows, std::size_t pitch) {
+  if (rows == 1) return k * sizeof(V);
+  const std::size_t row = k / per_row;
+  return row * pitch + (k - row * per_row) * sizeof(V);
+}
+// A warp copies one piece: the lanes step through its elements of V, row after row, each loading up to
+// `copy_many_unroll` before storing them.
+template <class V>
+__device__ void copy_many_piece(const copy_many_entry& e, unsigned lane) {
+  const std::size_t per_row = e.row_bytes / sizeof(V), count = per_row * e.rows;
+  for (std::size_t i = lane; i < count; i += 32 * copy_many_unroll) {
+    V v[copy_many_unroll];
+#pragma unroll
+    for (unsigned u = 0; u < copy_many_unroll; ++u)
+      if (i + u * 32 < count)
+        v[u] = *reinterpret_cast<const V*>(e.src + copy_many_offset<V>(i + u * 32, per_row, e.rows, e.spitch));
+#pragma unroll
+    for (unsigned u = 0; u < copy_many_unroll; ++u)
+      if (i + u * 32 < count)
+        *reinterpret_cast<V*>(e.dst + copy_many_offset<V>(i + u * 32, per_row, e.rows, e.dpitch)) = v[u];
+  }
+}
+__global__ void __launch_bounds__(copy_many_threads)
+    copy_many_gather(const copy_many_entry* entries, std::size_t count) {
+  const unsigned lane = threadIdx.x % 32;
+  const std::size_t warps = std::size_t{gridDim.x} * (copy_many_threads / 32);
+  for (std::size_t k = (std::size_t{blockIdx.x} * blockDim.x + threadIdx.x) / 32; k < count; k += warps) {
+    const copy_many_entry e = entries[k];
+    const std::uintptr_t bits = reinterpret_cast<std::uintptr_t>(e.dst) | reinterpret_cast<std::uintptr_t>(e.src) |
+                                e.row_bytes | (e.rows > 1 ? e.dpitch | e.spitch : 0);
+    if ((bits & 15) == 0) copy_many_piece<uint4>(e, lane);
+    else if ((bits & 7) == 0) copy_many_piece<uint2>(e, lane);
+    else if ((bits & 3) == 0) copy_many_piece<unsigned>(e, lane);
+    else copy_many_piece<unsigned char>(e, lane);
+  }
+}
+
+/// The piece lists the kernel reads: page-locked, mapped blocks per device, each with an event recorded after the
+/// kernel that reads it, so that a block is written again only once that kernel is done (docs/decisions.md). A
+/// block is busy from its acquisition until the event is recorded; at most `blocks_per_device` per device, and a
+/// batch that finds none free goes to the next dispatch instead of waiting. Never freed (process lifetime).
+struct CUDAMEM_DETAIL_PROCESS_WIDE copy_many_staging {
+  static constexpr int max_devices = 64, blocks_per_device = 8;
+  static constexpr std::size_t min_block_bytes = std::size_t{64} << 10;
+  struct block {
+    void* host = nullptr;
+    std::size_t bytes = 0;
+    cudaEvent_t read = nullptr;
+    bool busy = false;
+  };
+  /// A block of at least `bytes` for device `id` (its current device is `id`), busy; null when none can be had.
+  block* acquire(device_id id, std::size_t bytes) noexcept {
+    if (id.get() < 0 || id.get() >= max_devices) return nullptr;
+    relaxed_capture_scope relaxed;  // queries and allocations are no work of a capture in another thread
+    const locked hold(lock_);
+    block* grow = nullptr;
+    for (block& b : blocks_[id.get()]) {
+      if (b.busy || (b.read != nullptr && query_event(b.read) != cudaSuccess)) continue;
+      if (b.host != nullptr && b.bytes >= bytes) return b.busy = true, &b;
+      if (grow == nullptr || b.host == nullptr) grow = &b;  // an unused slot before a small block
+    }
+    if (grow == nullptr) return nullptr;
+    if (grow->read == nullptr && cudaEventCreateWithFlags(&grow->read, cudaEventDisableTiming) != cudaSuccess)
+      return (void)cudaGetLastError(), grow->read = nullptr, nullptr;
+    std::size_t size = min_block_bytes;
+    while (size < bytes) size *= 2;
+    void* host = nullptr;
+    if (cudaHostAlloc(&host, size, cudaHostAllocPortable | cudaHostAllocMapped) != cudaSuccess)
+      return (void)cudaGetLastError(), nullptr;
+    if (grow->host != nullptr) (void)cudaFreeHost(grow->host);  // its last reader is done (its event)
+    grow->host = host, grow->bytes = size, grow->busy = true;
+    return grow;
+  }
+  /// Ends the busy time of `b`: after its event was recorded behind the reader, or when nothing was launched.
+  void release(block& b) noexcept {
+    const locked hold(lock_);
+    b.busy = false;
+  }
+
+ private:
+  struct locked {
+    explicit locked(pthread_mutex_t& mutex) noexcept : mutex_(mutex) { pthread_mutex_lock(&mutex_); }
+    ~locked() { pthread_mutex_unlock(&mutex_); }
+    locked(const locked&) = delete;
+    pthread_mutex_t& mutex_;
+  };
+  pthread_mutex_t lock_ = PTHREAD_MUTEX_INITIALIZER;
+  block blocks_[max_devices][blocks_per_device] = {};
+};
+
+/// Pieces that may go through the kernel: device memory the stream's device reaches, or pinned memory (mapped).
+inline bool kernel_reaches(const region& r, device_id launch) noexcept {
+  return r.kind == kind_id::pinned ||
+         (r.kind == kind_id::device && (r.device == launch || peer_access_held(launch, r.device)));
+}
+/// The kernel runs batches whose pieces average less than this; larger pieces go to the copy engines.
+inline constexpr std::size_t copy_many_kernel_max_average = std::size_t{64} << 10;
+
+/// Launches the gather kernel for the batch (1D and pitched pieces) on `s`, or returns false, enqueuing nothing: a
+/// stream that captures (the list would be a host block reused after the batch, not part of the graph), a piece it
+/// cannot reach, managed or host-to-host pieces, large pieces, no free staging block.
+inline result<bool> copy_many_launch(const batch_scratch& b, stream_ref s, const char* api) noexcept {
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  if (stream_capture_status(s.get(), &capture) != cudaSuccess) return (void)cudaGetLastError(), false;
+  if (capture != cudaStreamCaptureStatusNone) return false;
+  auto launch = s.device();
+  if (!launch) return false;
+  std::size_t total = 0;
+  for (const batch_piece& piece : b.pieces) {
+    const plan& p = piece.p;
+    if (!kernel_reaches(p.dst, *launch) || !kernel_reaches(p.src, *launch) ||
+        (p.dst.kind == kind_id::pinned && p.src.kind == kind_id::pinned))
+      return false;
+    total += p.dst.row_bytes * p.dst.rows;
+  }
+  if (total >= copy_many_kernel_max_average * b.pieces.size()) return false;
+  auto sms = cached_attribute<cudaDevAttrMultiProcessorCount>(*launch, api);
+  if (!sms) return sms.error();
+  auto guard = device_guard::set(*launch);  // a launch and an event go to the current device
+  if (!guard) return guard.error().with_api(api);
+  copy_many_staging& staging = process_wide<copy_many_staging>();
+  const std::size_t count = b.pieces.size();
+  copy_many_staging::block* block = staging.acquire(*launch, count * sizeof(copy_many_entry));
+  if (block == nullptr) return false;
+  auto* entries = static_cast<copy_many_entry*>(block->host);
+  for (std::size_t k = 0; k < count; ++k) {
+    const region &d = b.pieces[k].p.dst, &src = b.pieces[k].p.src;
+    auto* const to = static_cast<char*>(d.addr);
+    const auto* const from = static_cast<const char*>(src.addr);
+    if (b.pieces[k].p.flat()) entries[k] = {to, from, d.row_bytes * d.rows, 1, 0, 0};
+    else entries[k] = {to, from, d.row_bytes, d.rows, d.pitch, src.pitch};
+  }
+  constexpr std::size_t warps_per_block = copy_many_threads / 32;
+  const std::size_t wanted = (count + warps_per_block - 1) / warps_per_block, most = std::size_t(*sms) * 8;
+  const dim3 grid(static_cast<unsigned>(wanted < most ? wanted : most)), threads(copy_many_threads);
+  const copy_many_entry* list = entries;  // the mapped address equals the host address (unified addressing)
+  std::size_t pieces = count;
+  void* args[] = {&list, &pieces};
+  const cudaError_t launched =
+      cudaLaunchKernel(reinterpret_cast<const void*>(&copy_many_gather), grid, threads, args, 0, s.get());
+  if (launched != cudaSuccess) {
+    staging.release(*block);
+    return error(launched, api, "cudaLaunchKernel");
+  }
+  const cudaError_t recorded = record_event(block->read, s.get());
+  if (recorded != cudaSuccess) {
+    // The kernel is queued and may still read the block: keep it busy for good rather than risk overwriting it.
+    return error(recorded, api, "cudaEventRecord");
+  }
+  staging.release(*block);
+  return true;
+}
+inline const bool copy_many_registered = (copy_many_kernel = &copy_many_launch, true);
+
+}  // namespace detail
+#endif
+
+}  // namespace cudamem
