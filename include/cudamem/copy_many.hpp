@@ -191,6 +191,15 @@ inline status check_batch(batch_scratch& b, const char* api) noexcept {
 /// The gather kernel (nvcc translation units register it below): true when it took the batch, false (nothing
 /// enqueued) where it cannot be used, so that the caller tries the next dispatch.
 inline result<bool> (*copy_many_kernel)(const batch_scratch&, stream_ref, const char*) noexcept = nullptr;
+/// nvcc: names the kernel's registration (defined with the kernel below), so that only translation units that make a
+/// stream-ordered batch build the kernel and run its initializer; elsewhere it does nothing.
+#if defined(__CUDACC__)
+template <class = void>
+void use_copy_many_kernel() noexcept;
+#else
+template <class = void>
+void use_copy_many_kernel() noexcept {}
+#endif
 
 #if CUDART_VERSION >= 12080
 /// Whether the driver has cudaMemcpyBatchAsync (CUDA 12.8): asked once, at run time, not taken from the header.
@@ -340,6 +349,7 @@ struct copy_many_fn {
   [[nodiscard]] status operator()(Dsts&& dsts, Srcs&& srcs, stream_ref s) const noexcept {
     check_stream_ordered<queued_element<Dsts, std::ranges::range_reference_t<Dsts>>,
                          queued_element<Srcs, std::ranges::range_reference_t<Srcs>>>();
+    use_copy_many_kernel();
     return ranges(dsts, srcs, &s);
   }
   template <pair_range Pairs>
@@ -351,6 +361,7 @@ struct copy_many_fn {
     using pair_type = std::remove_reference_t<std::ranges::range_reference_t<Pairs>>;
     check_stream_ordered<queued_element<Pairs, std::tuple_element_t<0, std::remove_cv_t<pair_type>>>,
                          queued_element<Pairs, std::tuple_element_t<1, std::remove_cv_t<pair_type>>>>();
+    use_copy_many_kernel();
     return paired(pairs, &s);
   }
 
@@ -444,8 +455,10 @@ __device__ void copy_many_piece(const copy_many_entry& e, unsigned lane) {
         *reinterpret_cast<V*>(e.dst + copy_many_offset<V>(i + u * 32, per_row, e.rows, e.dpitch)) = v[u];
   }
 }
-__global__ void __launch_bounds__(copy_many_threads)
-    copy_many_gather(const copy_many_entry* entries, std::size_t count) {
+// Templates (of nothing): a header's kernel must not be defined in every translation unit (one definition each), and
+// is built only where use_copy_many_kernel names its registration.
+template <class = void>
+__global__ void __launch_bounds__(copy_many_threads) copy_many_gather(const copy_many_entry* entries, std::size_t count) {
   const unsigned lane = threadIdx.x % 32;
   const std::size_t warps = std::size_t{gridDim.x} * (copy_many_threads / 32);
   for (std::size_t k = (std::size_t{blockIdx.x} * blockDim.x + threadIdx.x) / 32; k < count; k += warps) {
@@ -523,7 +536,8 @@ inline constexpr std::size_t copy_many_kernel_max_average = std::size_t{64} << 1
 /// Launches the gather kernel for the batch (1D and pitched pieces) on `s`, or returns false, enqueuing nothing: a
 /// stream that captures (the list would be a host block reused after the batch, not part of the graph), a piece it
 /// cannot reach, managed or host-to-host pieces, large pieces, no free staging block.
-inline result<bool> copy_many_launch(const batch_scratch& b, stream_ref s, const char* api) noexcept {
+template <class = void>
+result<bool> copy_many_launch(const batch_scratch& b, stream_ref s, const char* api) noexcept {
   cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
   if (stream_capture_status(s.get(), &capture) != cudaSuccess) return (void)cudaGetLastError(), false;
   if (capture != cudaStreamCaptureStatusNone) return false;
@@ -561,7 +575,7 @@ inline result<bool> copy_many_launch(const batch_scratch& b, stream_ref s, const
   std::size_t pieces = count;
   void* args[] = {&list, &pieces};
   const cudaError_t launched =
-      cudaLaunchKernel(reinterpret_cast<const void*>(&copy_many_gather), grid, threads, args, 0, s.get());
+      cudaLaunchKernel(reinterpret_cast<const void*>(&copy_many_gather<>), grid, threads, args, 0, s.get());
   if (launched != cudaSuccess) {
     staging.release(*block);
     return error(launched, api, "cudaLaunchKernel");
@@ -574,7 +588,12 @@ inline result<bool> copy_many_launch(const batch_scratch& b, stream_ref s, const
   staging.release(*block);
   return true;
 }
-inline const bool copy_many_registered = (copy_many_kernel = &copy_many_launch, true);
+template <class = void>
+inline const bool copy_many_registered = (copy_many_kernel = &copy_many_launch<>, true);
+template <class>
+void use_copy_many_kernel() noexcept {
+  (void)copy_many_registered<>;
+}
 
 }  // namespace detail
 #endif

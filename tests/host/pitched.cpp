@@ -228,7 +228,7 @@ TEST_CASE("host pitched buffers pad rows to 512 bytes and move like buffers", "[
   CHECK(pinned_rows->empty());
   CHECK(pinned_rows->data().get() == nullptr);
 
-  auto a = std::move(*host_pitched_buffer<int>::allocate(10, 2));
+  auto a = *host_pitched_buffer<int>::allocate(10, 2);
   const void* first = a.data().get();
   auto b = std::move(a);
   CHECK(a.empty());
@@ -269,7 +269,7 @@ TEST_CASE("pageable 2D copies move the rows and leave the padding", "[pitched][c
     for (std::size_t c = 0; c < 7; ++c) CHECK(target[r * 7 + c] == (c < 5 ? flat[r * 5 + c] : poison));
 
   // A sub-view into another sub-view, between owners with the row rule.
-  auto owner = std::move(*host_pitched_buffer<int>::allocate(9, 6));
+  auto owner = *host_pitched_buffer<int>::allocate(9, 6);
   REQUIRE(fill_bytes(owner, 0xff));
   auto corner = owner.view().subspan(2, 3, 3, 4);
   REQUIRE(corner);

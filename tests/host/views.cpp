@@ -209,7 +209,7 @@ TEST_CASE("copies of device spans are checked before CUDA is called", "[copy]") 
 
 TEST_CASE("a moved-from stream is refused by every stream-ordered operation", "[stream]") {
   CHECK(stream::adopt(cudaStreamLegacy, device_id(0)).error().code() == errc::invalid_argument);
-  auto owned = std::move(*stream::adopt(reinterpret_cast<cudaStream_t>(std::uintptr_t{0x1234}), device_id(0)));
+  auto owned = *stream::adopt(reinterpret_cast<cudaStream_t>(std::uintptr_t{0x1234}), device_id(0));
   REQUIRE(owned.valid());
   stream taker = std::move(owned);
   CHECK_FALSE(owned.valid());
