@@ -315,12 +315,14 @@ struct allocator_entry {
 template <class A>
 allocator_entry entry_for(bool peer) {
   auto instance = std::make_shared<A>();
-  auto live = std::make_shared<std::vector<std::pair<void*, std::size_t>>>();
-  live->reserve(4096);
   allocator_entry e;
   e.name = A::name;
   e.peer = peer;
-  e.run = [instance, live](const trace& t, const bench_stream& s) { return run_trace(*instance, t, s, *live); };
+  e.run = [instance](const trace& t, const bench_stream& s) {
+    thread_local std::vector<std::pair<void*, std::size_t>> live;  // each thread its own list of live blocks
+    live.reserve(4096);
+    return run_trace(*instance, t, s, live);
+  };
   e.memory = [](const trace& t, const bench_stream& s) {
     trim_default_pool();
     const std::size_t base = device_bytes_used();
@@ -409,6 +411,8 @@ void allocation_section(const options& opt, std::vector<bench_stream>& streams) 
     for (auto& a : list)
       if (a.name != std::string("cudaMalloc") || t.name == "1 MiB pair")  // cudaMalloc: one row, it is slow
         entries.emplace_back(a.name, [&a, &t, &streams] { return a.run(t, streams[0]); });
+    std::printf("alloc: %s, 1 stream\n", t.name.c_str());
+    std::fflush(stdout);
     interleave("alloc", t.name + ", 1 stream", "ns/pair", better::lower, 2, blocks, entries);
   }
   // 8 threads, 8 streams: RMM's uniform trace.
@@ -420,6 +424,8 @@ void allocation_section(const options& opt, std::vector<bench_stream>& streams) 
         entries.emplace_back(a.name, [&a, &uniform, &streams, threads] {
           return throughput(a, uniform, streams, threads) / 1e6;
         });
+    std::printf("alloc: random uniform, %d threads\n", threads);
+    std::fflush(stdout);
     interleave("alloc", "random uniform, " + std::to_string(threads) + " threads", "M pairs/s", better::higher, 1,
                std::max(5, blocks / 3), entries);
   }

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <string>
 #include <utility>
+#include <type_traits>
 #include <vector>
 
 namespace test {
@@ -56,6 +57,9 @@ template <class T>
 std::vector<T> random_vector(std::size_t count, std::uint64_t seed) {
   std::vector<T> values(count);
   random_bytes(values.data(), count * sizeof(T), seed);
+  if constexpr (std::is_floating_point_v<T>)  // no NaN: it compares unequal to itself, and == on vectors would fail
+    for (std::size_t i = 0; i < count; ++i)
+      if (values[i] != values[i]) values[i] = static_cast<T>(i);
   return values;
 }
 

@@ -281,7 +281,7 @@ TEST_CASE("a launch error of the caller's, still pending, is neither blamed on a
   REQUIRE_OK(copy(src_rows, span(pattern)));
   REQUIRE(cudaGetLastError() == cudaSuccess);
 
-  never_runs<<<0, 1>>>();  // zero blocks: cudaErrorInvalidConfiguration, left unchecked by its caller
+  never_runs<<<0, 1>>>();  // zero blocks: refused (CUDA 13: cudaErrorInvalidValue), left unchecked by its caller
   const cudaError_t pending = cudaPeekAtLastError();
   const status filled = fill(target, 7, s);
   const cudaError_t after_fill = cudaPeekAtLastError();
@@ -290,19 +290,19 @@ TEST_CASE("a launch error of the caller's, still pending, is neither blamed on a
   const status copied_sync = copy(synced_rows, src_rows);
   const cudaError_t seen = cudaGetLastError();  // the caller's own check, as check_launch makes it
   const cudaError_t cleared = cudaGetLastError();
-  CHECK(pending == cudaErrorInvalidConfiguration);
+  CHECK(pending != cudaSuccess);
   CHECK(std::string(filled ? "ok" : filled.error().message()) == "ok");
   CHECK(std::string(copied ? "ok" : copied.error().message()) == "ok");
   CHECK(std::string(copied_sync ? "ok" : copied_sync.error().message()) == "ok");
-  CHECK(after_fill == cudaErrorInvalidConfiguration);
-  CHECK(after_copy == cudaErrorInvalidConfiguration);
-  CHECK(seen == cudaErrorInvalidConfiguration);
+  CHECK(after_fill == pending);  // still the caller's, neither cleared nor replaced
+  CHECK(after_copy == pending);
+  CHECK(seen == pending);
   CHECK(cleared == cudaSuccess);
   REQUIRE_OK(s.synchronize());
   CHECK(test::read_back(target.view()) == std::vector<int>(1000, 7));
   for (const auto& rows : {dst_rows, synced_rows}) {
     std::vector<float> back(40 * 48);
     REQUIRE_OK(copy(span(back), rows));
-    CHECK(back == pattern);
+    CHECK(std::memcmp(back.data(), pattern.data(), pattern.size() * sizeof(float)) == 0);  // bits: NaNs compare unequal
   }
 }
