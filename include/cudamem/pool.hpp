@@ -472,22 +472,31 @@ class caching_pool {
     lock.lock();
     stranded_.insert(stranded_.end(), kept.begin(), kept.end());
   }
-  // Under mutex_: waits for cached frees by the event that covers them, else for their device. Nothing is recorded
-  // here: the pool knows a state's stream only by handle and id, and the stream may be gone, its handle another
-  // stream's (maybe one being captured, whose graph a record would join). Events are recorded only on the stream of
-  // an allocate or deallocate in progress, which is live and not capturing; no call here names a stream.
+  // Under mutex_: waits for cached frees by the event that covers them. Frees no event covers get one, recorded on
+  // their stream only while a stream object owns it (the stream cannot end meanwhile: detail/live_streams.hpp) and it
+  // is not capturing; the rest (raw handles, ended streams, a stream capturing now) wait for their device. A handle
+  // alone is never used: it may be another stream's now, maybe one being captured, whose graph a record would join.
   void wait_for_cached() noexcept {
     std::vector<std::tuple<stream_state*, std::uint64_t, bool, marker>> waits;  // frees covered, by device?, event
     std::vector<int> devices;
+    std::vector<error> failures;  // of records, reported with no stream state's lock held
     for (auto& held : states_) {
       stream_state& st = *held;
       const std::lock_guard<detail::spin_lock> st_lock(st.lock);
       const std::uint64_t cached = newest(st);
+      // Blocks no event covers: an event now, on the stream if a stream object still owns it (docs/decisions.md).
+      if (cached > st.recorded && !st.retired) {
+        if (auto marked = order_.mark_live(st.event, st.device, st.handle, st.id); !marked)
+          failures.push_back(marked.error());
+        else if (*marked)
+          st.recorded = st.frees;
+      }
       const bool by_device = cached > st.recorded;
       if (by_device && std::ranges::find(devices, st.device) == devices.end()) devices.push_back(st.device);
       if (by_device || cached > st.passed)
         waits.emplace_back(&st, by_device ? st.frees : st.recorded, by_device, st.event);
     }
+    for (const error& failure : failures) report_release_failure(failure);
     std::erase_if(devices, [&](int device) { return !order_.wait_device(device); });  // keeps those synchronized
     for (const auto& [st, upto, by_device, event] : waits) {
       const bool done = by_device ? std::ranges::find(devices, st->device) != devices.end() : order_.wait(event);

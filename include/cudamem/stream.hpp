@@ -12,6 +12,7 @@
 
 #include <cudamem/detail/capture.hpp>
 #include <cudamem/detail/driver.hpp>
+#include <cudamem/detail/live_streams.hpp>
 #include <cudamem/detail/unique_handle.hpp>
 #include <cudamem/device.hpp>
 
@@ -209,6 +210,7 @@ class stream {
     CUDAMEM_TRY(detail::check(code, "stream::create", "cudaStreamCreateWithPriority"));
     stream made(handle, id, detail::no_stream_id);  // destroys the stream if the id cannot be had
     CUDAMEM_TRY(detail::check(detail::stream_unique_id(handle, &made.id_), "stream::create", "cudaStreamGetId"));
+    detail::stream_lives(made.id_, true);
     return made;
   }
   /// As create(device_id, stream_options), on the current device.
@@ -235,14 +237,33 @@ class stream {
   [[nodiscard]] device_id device() const noexcept { return device_; }  ///< Created on, or given to adopt.
   [[nodiscard]] bool valid() const noexcept { return handle_.valid(); }  ///< False after a move or release().
   /// Gives up ownership: the caller destroys the returned handle. The stream is moved-from after.
-  [[nodiscard]] cudaStream_t release() noexcept { return handle_.release(); }
+  [[nodiscard]] cudaStream_t release() noexcept {
+    detail::stream_lives(std::exchange(id_, detail::no_stream_id), false);
+    return handle_.release();
+  }
+  stream(stream&& other) noexcept
+      : handle_(std::move(other.handle_)), device_(other.device_), id_(std::exchange(other.id_, detail::no_stream_id)) {}
+  /// Destroys this stream (as the destructor), then takes over `other`'s.
+  stream& operator=(stream&& other) noexcept {
+    if (this != &other) {
+      detail::stream_lives(std::exchange(id_, detail::no_stream_id), false);  // before its handle is destroyed
+      handle_ = std::move(other.handle_);
+      device_ = other.device_;
+      id_ = std::exchange(other.id_, detail::no_stream_id);
+    }
+    return *this;
+  }
+  /// Destroys the stream (cudaStreamDestroy; it does not wait), once nothing of the library's can be touching it.
+  ~stream() { detail::stream_lives(id_, false); }
   [[nodiscard]] status synchronize() const noexcept { return ref().synchronize(); }  ///< As stream_ref's: blocks.
   [[nodiscard]] result<bool> ready() const noexcept { return ref().ready(); }  ///< As stream_ref's.
   [[nodiscard]] status wait(event_ref e) const noexcept { return ref().wait(e); }  ///< As stream_ref's.
 
  private:
   stream(cudaStream_t handle, device_id id, unsigned long long stream_id) noexcept
-      : handle_(handle), device_(id), id_(stream_id) {}
+      : handle_(handle), device_(id), id_(stream_id) {
+    detail::stream_lives(stream_id, true);
+  }
   detail::unique_handle<detail::stream_handle> handle_;
   device_id device_;
   unsigned long long id_;  // cudaStreamGetId's, or no_stream_id (adopted while capturing)

@@ -104,6 +104,16 @@ struct cuda_stream_order {
     if (m == nullptr) CUDAMEM_TRY(create_marker(m, device));
     return check(record_event(m, s.get()), "caching_pool", "cudaEventRecord");
   }
+  /// mark() on stream `id` (at `handle`) while a stream object owns it, so that it cannot end meanwhile, and only if it
+  /// is not capturing (the record would join the capture): true once recorded, false where not (its blocks then wait
+  /// for the device); CUDA's errors, which the caller reports with no lock held.
+  result<bool> mark_live(marker& m, int device, cudaStream_t handle, std::uint64_t id) const noexcept {
+    return while_stream_lives(id, [&]() -> result<bool> {
+      cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+      if (!driver_capture_status(handle, capture) || capture != cudaStreamCaptureStatusNone) return false;
+      return mark(m, device, stream_ref::from_native_handle(handle, device_id(device))).transform([] { return true; });
+    });
+  }
   /// Whether the last record of `m` is done; an error counts as not done (the block stays where it is).
   bool passed(marker m) const noexcept {
     return query_result(query_event(m), "caching_pool", "cudaEventQuery").value_or(false);
