@@ -1,11 +1,13 @@
 // SPDX-License-Identifier: MIT
-// cudamem, internal: the owners and the growable array of the caching pool and its stream order, so that the core
-// headers never include <memory> or <vector> (their cost to each translation unit: docs/decisions.md).
+// cudamem, internal: the owners, the optional value and the growable array of buffers, the caching pool and its
+// stream order, so that the core headers never include <memory>, <optional> or <vector> (their cost to each
+// translation unit: docs/decisions.md).
 #pragma once
 
 #include <cstddef>
 #include <cstdlib>
 #include <cstring>
+#include <new>
 #include <type_traits>
 
 namespace cudamem::detail {
@@ -44,6 +46,37 @@ class owner {
 
  private:
   element* p_ = nullptr;
+};
+
+/// A `T` or nothing (std::optional's subset: made empty or from a `T`, tested, dereferenced); move-constructible.
+template <class T>
+class maybe {
+ public:
+  maybe() noexcept {}
+  maybe(T&& value) noexcept(std::is_nothrow_move_constructible_v<T>) : engaged_(true) {  // NOLINT: as std::optional
+    ::new (static_cast<void*>(&value_)) T(static_cast<T&&>(value));
+  }
+  maybe(const T& value) noexcept(std::is_nothrow_copy_constructible_v<T>) : engaged_(true) {  // NOLINT
+    ::new (static_cast<void*>(&value_)) T(value);
+  }
+  maybe(maybe&& other) noexcept(std::is_nothrow_move_constructible_v<T>) : engaged_(other.engaged_) {
+    if (engaged_) ::new (static_cast<void*>(&value_)) T(static_cast<T&&>(other.value_));
+  }
+  maybe& operator=(maybe&&) = delete;
+  ~maybe() {
+    if (engaged_) value_.~T();
+  }
+  explicit operator bool() const noexcept { return engaged_; }
+  T& operator*() noexcept { return value_; }
+  const T& operator*() const noexcept { return value_; }
+  T* operator->() noexcept { return &value_; }
+  const T* operator->() const noexcept { return &value_; }
+
+ private:
+  union {
+    T value_;
+  };
+  bool engaged_ = false;
 };
 
 /// A growable array of trivially copyable `T` (std::vector's subset the pool uses), on malloc and realloc. Out of

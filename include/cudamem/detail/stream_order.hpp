@@ -10,7 +10,6 @@
 
 #include <cstdint>
 #include <new>
-#include <optional>
 
 namespace cudamem::detail {
 
@@ -158,8 +157,8 @@ struct cuda_stream_order {
   }
   owner<own_streams> own_;
 
-  static std::optional<result<device_guard>> select(int device) noexcept {  // none for -1
-    if (device < 0) return std::nullopt;
+  static maybe<result<device_guard>> select(int device) noexcept {  // none for -1
+    if (device < 0) return {};
     return device_guard::set(device_id(device));
   }
   static status create_marker(marker& m, int device) noexcept {  // on `device`; the current device stays
