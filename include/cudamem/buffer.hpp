@@ -10,12 +10,12 @@
 ///     device_buffer<T>, pinned_buffer<T>, host_buffer<T>, managed_buffer<T>
 #pragma once
 
+#include <cudamem/detail/storage.hpp>
 #include <cudamem/registry.hpp>
 #include <cudamem/resource.hpp>
 #include <cudamem/span.hpp>
 
 #include <cstddef>
-#include <optional>
 #include <type_traits>
 
 namespace cudamem {
@@ -57,7 +57,8 @@ class buffer {
   /// As allocate(count, s), from `resource`. Errors: also whatever the resource reports.
   [[nodiscard]] static result<buffer> allocate(std::size_t count, stream_ref s, resource_ref<Kind> resource) noexcept {
     if (!s.valid()) return detail::handle_moved_from("buffer::allocate", "stream");
-    return make(count, on_device ? std::nullopt : std::optional(device_id::host()), s, resource);
+    using where = detail::maybe<device_id>;  // none: the stream's device
+    return make(count, on_device ? where() : where(device_id::host()), s, resource);
   }
 
   /// Takes over the memory of `other`, leaving it empty.
@@ -118,12 +119,12 @@ class buffer {
       : data_(data), size_(count), device_(id), stream_(s), resource_(r) {}
 
   // None for host memory, nor for a resource that selects a stream's device.
-  static std::optional<result<device_guard>> make_current(device_id id, stream_ref s, resource_ref<Kind> r) noexcept {
-    if (id.is_host() || (r.selects_device() && !detail::is_default_stream(s.get()))) return std::nullopt;
+  static detail::maybe<result<device_guard>> make_current(device_id id, stream_ref s, resource_ref<Kind> r) noexcept {
+    if (id.is_host() || (r.selects_device() && !detail::is_default_stream(s.get()))) return {};
     return device_guard::set(id);
   }
   // On device `id`, else on the stream's.
-  static result<buffer> make(std::size_t count, std::optional<device_id> id, stream_ref s,
+  static result<buffer> make(std::size_t count, detail::maybe<device_id> id, stream_ref s,
                              resource_ref<Kind> r) noexcept {
     constexpr const char* api = "buffer::allocate";
     auto bytes = detail::bytes_of(count, sizeof(T), api);

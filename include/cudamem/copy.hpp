@@ -18,7 +18,6 @@
 #include <cudamem/pitched_span.hpp>
 #include <cudamem/span.hpp>
 
-#include <algorithm>
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
@@ -196,7 +195,8 @@ struct fill_fn {
     const bool flat = d.contiguous();
     const std::size_t width = (flat ? d.row_bytes * d.rows : d.row_bytes) / sizeof(T), height = flat ? 1 : d.rows;
     constexpr unsigned threads = 256;
-    const auto blocks = static_cast<unsigned>(std::min<std::size_t>((width * height + threads - 1) / threads, 65536));
+    const std::size_t wanted = (width * height + threads - 1) / threads;
+    const auto blocks = static_cast<unsigned>(wanted < 65536 ? wanted : 65536);
     return check(launch_kernel(&fill_kernel<T>, dim3(blocks), threads, s.get(), static_cast<char*>(d.addr), width,
                                height, d.pitch, T{value}),
                  api, "cudaLaunchKernelEx (fill_kernel)");

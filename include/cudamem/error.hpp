@@ -15,11 +15,7 @@
 #include <cudamem/detail/config.hpp>
 #include <cudamem/detail/process_wide.hpp>
 
-#include <cstdarg>
 #include <cstddef>
-#include <cstdio>
-#include <cstdlib>
-#include <cstring>
 #include <initializer_list>
 #include <new>
 #include <type_traits>
@@ -77,25 +73,10 @@ class error {
       : error(error_domain::cuda, static_cast<int>(status), api, cuda_call, cudaGetErrorName(status),
               cudaGetErrorString(status)) {}
   /// Misuse caught by the library function `api` (null reads "cudamem"), described printf-style.
-  [[gnu::format(printf, 4, 5), gnu::cold]] error(errc code, const char* api, const char* fmt, ...) noexcept
-      : domain_(error_domain::library), native_(static_cast<int>(code)) {
-    if (api == nullptr) api = "cudamem";
-    start(api, api);
-    std::va_list args;
-    va_start(args, fmt);
-    vappend(fmt, args);
-    va_end(args);
-  }
+  [[gnu::format(printf, 4, 5), gnu::cold]] error(errc code, const char* api, const char* fmt, ...) noexcept;
   /// An error another library (NCCL) reported from `call` in `api`: "api: call: name: description" (null: left out).
   [[gnu::cold]] error(error_domain domain, int native_code, const char* api, const char* call, const char* name,
-                      const char* description) noexcept
-      : domain_(domain), native_(native_code) {
-    if (call == nullptr) call = "?";
-    start(api, call);
-    append("%s", call);
-    if (name != nullptr) append(": %s", name);
-    if (description != nullptr) append(": %s", description);
-  }
+                      const char* description) noexcept;
   [[nodiscard]] error_domain domain() const noexcept { return domain_; }  ///< Who reported it: library, cuda, nccl.
   [[nodiscard]] int native_code() const noexcept { return native_; }  ///< Its cudaError_t, ncclResult_t or errc.
   /// errc::cuda, errc::nccl, or what cudamem caught (the native code).
@@ -111,13 +92,7 @@ class error {
   [[nodiscard]] const char* message() const noexcept { return text_; }  ///< One line: which call failed, and why.
   [[nodiscard]] bool is_sticky() const noexcept { return is_sticky_status(cuda_status()); }  ///< Context lost.
   /// This error, naming the api `outer_api`.
-  [[nodiscard]] error with_api(const char* outer_api) const noexcept {
-    error outer = *this;
-    if (outer_api == nullptr && domain_ == error_domain::library) outer_api = "cudamem";
-    outer.start(outer_api, domain_ == error_domain::library ? outer_api : call_);
-    outer.append("%s", text_ + detail_offset_);
-    return outer;
-  }
+  [[nodiscard]] error with_api(const char* outer_api) const noexcept;
   /// Whether a CUDA status corrupts the context: the process must be restarted to use CUDA again.
   [[nodiscard]] static constexpr bool is_sticky_status(cudaError_t s) noexcept {
     return s == cudaErrorIllegalAddress || s == cudaErrorLaunchFailure || s == cudaErrorHardwareStackError ||
@@ -138,28 +113,10 @@ class error {
 
  private:
   // Copies the names (max_name characters) and begins the message with "api: "; with_api keeps the rest.
-  void start(const char* api, const char* call) noexcept {
-    has_api_ = api != nullptr;
-    std::snprintf(api_, sizeof api_, "%s", api != nullptr ? api : "");
-    std::snprintf(call_, sizeof call_, "%s", call != nullptr ? call : "");
-    length_ = 0, text_[0] = '\0';
-    if (api != nullptr) append("%s: ", api);
-    detail_offset_ = static_cast<unsigned short>(length_);
-  }
-  [[gnu::format(printf, 2, 3)]] void append(const char* fmt, ...) noexcept {
-    std::va_list args;
-    va_start(args, fmt);
-    vappend(fmt, args);
-    va_end(args);
-  }
+  void start(const char* api, const char* call) noexcept;
+  [[gnu::format(printf, 2, 3)]] void append(const char* fmt, ...) noexcept;
   // Appends to the message; one that gets too long is cut and ends in "...".
-  [[gnu::format(printf, 2, 0)]] void vappend(const char* fmt, std::va_list args) noexcept {
-    if (length_ >= max_message) return;
-    const int written = std::vsnprintf(text_ + length_, sizeof text_ - length_, fmt, args);
-    if (written < 0) return;
-    length_ += static_cast<std::size_t>(written);
-    if (length_ > max_message) length_ = max_message, std::memcpy(text_ + max_message - 3, "...", 3);
-  }
+  [[gnu::format(printf, 2, 0)]] void vappend(const char* fmt, __builtin_va_list args) noexcept;
   error_domain domain_;
   bool has_api_ = false;
   unsigned short detail_offset_ = 0;  // where the message continues after "api: "
@@ -170,6 +127,67 @@ class error {
   char text_[max_message + 1] = {};
 };
 static_assert(std::is_trivially_copyable_v<error>);
+}  // namespace cudamem
+
+// The formatting of errors and the messages of misuse are host code: nvcc's device pass (which defines __CUDA_ARCH__
+// and compiles no host function) sees their declarations only, and not the C headers they use.
+#if !defined(__CUDA_ARCH__)
+#include <cstdarg>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+namespace cudamem {
+inline error::error(errc code, const char* api, const char* fmt, ...) noexcept
+    : domain_(error_domain::library), native_(static_cast<int>(code)) {
+  if (api == nullptr) api = "cudamem";
+  start(api, api);
+  std::va_list args;
+  va_start(args, fmt);
+  vappend(fmt, args);
+  va_end(args);
+}
+inline error::error(error_domain domain, int native_code, const char* api, const char* call, const char* name,
+                    const char* description) noexcept
+    : domain_(domain), native_(native_code) {
+  if (call == nullptr) call = "?";
+  start(api, call);
+  append("%s", call);
+  if (name != nullptr) append(": %s", name);
+  if (description != nullptr) append(": %s", description);
+}
+inline error error::with_api(const char* outer_api) const noexcept {
+  error outer = *this;
+  if (outer_api == nullptr && domain_ == error_domain::library) outer_api = "cudamem";
+  outer.start(outer_api, domain_ == error_domain::library ? outer_api : call_);
+  outer.append("%s", text_ + detail_offset_);
+  return outer;
+}
+inline void error::start(const char* api, const char* call) noexcept {
+  has_api_ = api != nullptr;
+  std::snprintf(api_, sizeof api_, "%s", api != nullptr ? api : "");
+  std::snprintf(call_, sizeof call_, "%s", call != nullptr ? call : "");
+  length_ = 0, text_[0] = '\0';
+  if (api != nullptr) append("%s: ", api);
+  detail_offset_ = static_cast<unsigned short>(length_);
+}
+inline void error::append(const char* fmt, ...) noexcept {
+  std::va_list args;
+  va_start(args, fmt);
+  vappend(fmt, args);
+  va_end(args);
+}
+inline void error::vappend(const char* fmt, std::va_list args) noexcept {
+  if (length_ >= max_message) return;
+  const int written = std::vsnprintf(text_ + length_, sizeof text_ - length_, fmt, args);
+  if (written < 0) return;
+  length_ += static_cast<std::size_t>(written);
+  if (length_ > max_message) length_ = max_message, std::memcpy(text_ + max_message - 3, "...", 3);
+}
+}  // namespace cudamem
+#endif
+
+namespace cudamem {
 /// Tag type for constructing a result that holds an error, as std::unexpect_t.
 struct unexpect_t {
   explicit unexpect_t() = default;  ///< Explicit, so that `{}` never converts to the tag by accident.
@@ -204,11 +222,7 @@ decltype(auto) invoke(F&& f, Arg&& arg) {
   }
 }
 // Reading what a result does not hold (value(), always; operator* and error(), in debug builds) aborts.
-[[noreturn, gnu::cold]] inline void bad_result_access(const char* what, const error* failure) noexcept {
-  if (failure != nullptr) std::fprintf(stderr, "cudamem: %s called on an error: %s\n", what, failure->message());
-  else std::fprintf(stderr, "cudamem: %s called on a success\n", what);
-  std::abort();
-}
+[[noreturn, gnu::cold]] void bad_result_access(const char* what, const error* failure) noexcept;
 // Tags of result<T>'s private constructors: from another result; from a function's value, made in place.
 struct from_result_t {};
 struct from_invoke_t {};
@@ -544,9 +558,7 @@ class CUDAMEM_DETAIL_NODISCARD_RESULT result : public detail::result_base<result
 using status = result<void>;  ///< What a fallible operation that produces no value returns: success, or an error.
 using release_handler = void (*)(const error&) noexcept;  ///< Called with a destructor's failed release (cudaFree...).
 namespace detail {
-inline void default_release_handler(const error& failure) noexcept {
-  std::fprintf(stderr, "cudamem: release failed: %s\n", failure.message());
-}
+void default_release_handler(const error& failure) noexcept;
 // The handler, one per process; null (never a pointer into a library since unloaded) selects the default.
 struct CUDAMEM_DETAIL_PROCESS_WIDE release_handler_slot {
   release_handler handler = nullptr;
@@ -592,6 +604,19 @@ inline void check_release(cudaError_t code, const char* cuda_call) noexcept {
 }
 
 }  // namespace cudamem
+
+#if !defined(__CUDA_ARCH__)  // host code, as error's members above
+namespace cudamem::detail {
+[[noreturn]] inline void bad_result_access(const char* what, const error* failure) noexcept {
+  if (failure != nullptr) std::fprintf(stderr, "cudamem: %s called on an error: %s\n", what, failure->message());
+  else std::fprintf(stderr, "cudamem: %s called on a success\n", what);
+  std::abort();
+}
+inline void default_release_handler(const error& failure) noexcept {
+  std::fprintf(stderr, "cudamem: release failed: %s\n", failure.message());
+}
+}  // namespace cudamem::detail
+#endif
 
 /// `CUDAMEM_TRY(copy(a, b));` evaluates its argument once; an error in it is returned from the caller.
 #define CUDAMEM_TRY(...)                                                             \

@@ -11,20 +11,15 @@
 /// allocate returns null, deallocate accepts null. See docs/allocators.md.
 #pragma once
 
+#include <cudamem/detail/storage.hpp>
 #include <cudamem/detail/stream_identity.hpp>
 #include <cudamem/detail/stream_order.hpp>
+#include <cudamem/detail/sync.hpp>
 #include <cudamem/registry.hpp>
 #include <cudamem/resource.hpp>
 
-#include <algorithm>
-#include <atomic>
-#include <bit>
 #include <cstdint>
-#include <memory>
-#include <mutex>
-#include <tuple>
 #include <utility>
-#include <vector>
 
 namespace cudamem {
 
@@ -80,14 +75,17 @@ class caching_pool {
   ~caching_pool() {
     release();
     [[maybe_unused]] const auto relaxed = order_.relaxed();
-    std::vector<int> waited;
+    detail::vec<int> waited;
     for (const auto& [device, address, bytes] : captured_) {
-      if (std::ranges::find(waited, device) == waited.end() && order_.wait_device(device)) waited.push_back(device);
-      if (std::ranges::find(waited, device) == waited.end()) continue;  // the release handler heard: it stays
+      if (!waited.contains(device) && order_.wait_device(device)) waited.push_back(device);
+      if (!waited.contains(device)) continue;  // the release handler heard: it stays
       if (order_.give_back(device, [&](stream_ref s) { upstream_.deallocate(s, address, bytes, block_alignment); }))
         reserve(0 - bytes, std::size_t(0) - 1);
     }
-    for (auto& st : states_) order_.destroy(st->event);
+    for (stream_state* st : states_) {
+      order_.destroy(st->event);
+      delete st;
+    }
   }
 
   /// A block of at least `bytes` for `s`, in its order; does not synchronize. Errors: invalid_argument (alignment,
@@ -117,20 +115,20 @@ class caching_pool {
   /// A snapshot of the counters.
   [[nodiscard]] caching_statistics statistics() const noexcept {
     caching_statistics out;
-    const std::lock_guard<std::mutex> lock(mutex_);
+    const detail::lock_guard<detail::mutex> lock(mutex_);
     for (const auto& st : states_) add(out, *st);
     add(out, overflow_);
-    out.bytes_reserved = reserved_bytes_.load(std::memory_order_relaxed);
-    out.blocks_reserved = reserved_blocks_.load(std::memory_order_relaxed);
-    out.peak_bytes_reserved = peak_.load(std::memory_order_relaxed);
+    out.bytes_reserved = reserved_bytes_.load(detail::memory_order_relaxed);
+    out.blocks_reserved = reserved_blocks_.load(detail::memory_order_relaxed);
+    out.peak_bytes_reserved = peak_.load(detail::memory_order_relaxed);
     // Sums taken while blocks move between streams can be off for a moment.
-    const auto clamp = [](std::size_t v, std::size_t most) { return std::ptrdiff_t(v) < 0 ? 0 : std::min(v, most); };
+    const auto clamp = [](std::size_t v, std::size_t most) { return std::ptrdiff_t(v) < 0 ? 0 : v < most ? v : most; };
     out.bytes_in_use = clamp(out.bytes_in_use, out.bytes_reserved);
     out.blocks_in_use = clamp(out.blocks_in_use, out.blocks_reserved);
     out.bytes_cached = out.bytes_reserved - out.bytes_in_use;
     out.blocks_cached = out.blocks_reserved - out.blocks_in_use;
-    out.upstream_allocations = upstream_allocations_.load(std::memory_order_relaxed);
-    out.out_of_memory_retries = retries_.load(std::memory_order_relaxed);
+    out.upstream_allocations = upstream_allocations_.load(detail::memory_order_relaxed);
+    out.out_of_memory_retries = retries_.load(detail::memory_order_relaxed);
     return out;
   }
 
@@ -139,6 +137,11 @@ class caching_pool {
   struct block {
     void* address;
     std::uint64_t mark;  // the stream's free count when it came back
+  };
+  struct device_block {  // a block leaving the caches, or kept for a graph
+    int device;
+    void* address;
+    std::size_t bytes;
   };
   struct alignas(64) stream_state {  // counters wrap: a block freed on another stream counts on both
     stream_state(cudaStream_t h, std::uint64_t i, int d) noexcept : handle(h), id(i), device(d) {}
@@ -152,43 +155,43 @@ class caching_pool {
     marker event{};
     std::uint64_t frees = 0, recorded = 0, passed = 0;  // frees so far; frees the last record covers; known done
     std::size_t bytes_in_use = 0, blocks_in_use = 0, reused = 0, reused_across = 0;
-    std::unique_ptr<std::vector<block>[]> lists;  // per size class; made at the first free
+    detail::owner<detail::vec<block>[]> lists;  // per size class; made at the first free
     void in_use(std::size_t bytes, std::size_t blocks) noexcept {  // negative as wrapped unsigned
       bytes_in_use += bytes;
       blocks_in_use += blocks;
     }
   };
   static void add(caching_statistics& out, const stream_state& st) noexcept {
-    const std::lock_guard<detail::spin_lock> lock(st.lock);
+    const detail::lock_guard<detail::spin_lock> lock(st.lock);
     out.bytes_in_use += st.bytes_in_use;
     out.blocks_in_use += st.blocks_in_use;
     out.reused += st.reused;
     out.reused_across_streams += st.reused_across;
   }
   void reserve(std::size_t bytes, std::size_t blocks) noexcept {  // negative as wrapped unsigned
-    const std::size_t now = reserved_bytes_.fetch_add(bytes, std::memory_order_relaxed) + bytes;
-    reserved_blocks_.fetch_add(blocks, std::memory_order_relaxed);
-    if (blocks == 1) upstream_allocations_.fetch_add(1, std::memory_order_relaxed);
-    std::size_t peak = peak_.load(std::memory_order_relaxed);
-    while (blocks == 1 && now > peak && !peak_.compare_exchange_weak(peak, now, std::memory_order_relaxed)) {}
+    const std::size_t now = reserved_bytes_.fetch_add(bytes, detail::memory_order_relaxed) + bytes;
+    reserved_blocks_.fetch_add(blocks, detail::memory_order_relaxed);
+    if (blocks == 1) upstream_allocations_.fetch_add(1, detail::memory_order_relaxed);
+    std::size_t peak = peak_.load(detail::memory_order_relaxed);
+    while (blocks == 1 && now > peak && !peak_.compare_exchange_weak(peak, now, detail::memory_order_relaxed)) {}
   }
   static std::uint64_t device_bit(int device) noexcept {  // devices from 63 share a bit: they are asked for
-    return std::uint64_t{1} << std::clamp(device, 0, 63);
+    return std::uint64_t{1} << (device < 0 ? 0 : device > 63 ? 63 : device);
   }
   void served(int device) noexcept {  // before the block is handed out, so every free of it sees the bit
     if (device < 0) return;  // CUDA could not say: its frees ask CUDA where the pool serves several devices
     const std::uint64_t bit = device_bit(device);
-    if ((served_.load(std::memory_order_relaxed) & bit) == 0) served_.fetch_or(bit, std::memory_order_relaxed);
+    if ((served_.load(detail::memory_order_relaxed) & bit) == 0) served_.fetch_or(bit, detail::memory_order_relaxed);
   }
   // The device of block `p`: the one device the pool has taken blocks from (no call), else CUDA's answer.
   int block_device(void* p, int fallback) const noexcept {
-    const std::uint64_t devices = served_.load(std::memory_order_relaxed);
-    if (devices != 0 && (devices & (devices - 1)) == 0 && devices != device_bit(63)) return std::countr_zero(devices);
+    const std::uint64_t devices = served_.load(detail::memory_order_relaxed);
+    if (devices != 0 && (devices & (devices - 1)) == 0 && devices != device_bit(63)) return __builtin_ctzll(devices);
     return order_.device_of(p).value_or(fallback);
   }
   // Whether `p` may be cached for `st`'s stream: a block of its device. One load where the pool serves one device.
   bool belongs(const stream_state& st, void* p) const noexcept {
-    if (served_.load(std::memory_order_relaxed) == device_bit(st.device) && st.device < 63) [[likely]]
+    if (served_.load(detail::memory_order_relaxed) == device_bit(st.device) && st.device < 63) [[likely]]
       return true;
     return block_device(p, st.device) == st.device;
   }
@@ -210,7 +213,7 @@ class caching_pool {
   static std::uint64_t newest(const stream_state& st) noexcept {  // the newest cached block's mark; 0: none
     std::uint64_t mark = 0;
     for (std::size_t c = 0; st.lists && c < detail::size_classes; ++c)
-      if (!st.lists[c].empty()) mark = std::max(mark, st.lists[c].back().mark);
+      if (!st.lists[c].empty() && st.lists[c].back().mark > mark) mark = st.lists[c].back().mark;
     return mark;
   }
   [[gnu::noinline]] result<void*> allocate_checked(stream_ref s, std::size_t bytes, std::size_t alignment) noexcept {
@@ -240,12 +243,12 @@ class caching_pool {
     auto fresh = from_upstream();
     if (!fresh && (fresh.error() == cudaErrorMemoryAllocation || fresh.error() == errc::out_of_memory)) {
       release();
-      retries_.fetch_add(1, std::memory_order_relaxed);
+      retries_.fetch_add(1, detail::memory_order_relaxed);
       fresh = from_upstream();
     }
     if (!fresh) return fresh.error();
     reserve(cls.bytes, 1);
-    const std::lock_guard<detail::spin_lock> lock(st->lock);
+    const detail::lock_guard<detail::spin_lock> lock(st->lock);
     st->in_use(cls.bytes, 1);
     return *fresh;
   }
@@ -254,7 +257,7 @@ class caching_pool {
     if (!belongs(st, p)) [[unlikely]]
       return false;
     {
-      const std::lock_guard<detail::spin_lock> lock(st.lock);
+      const detail::lock_guard<detail::spin_lock> lock(st.lock);
       if (!st.retired && st.lists && !st.demanded) [[likely]] {
         push_own(st, p, cls);
         return true;
@@ -262,7 +265,7 @@ class caching_pool {
     }
     return marking(st, s, [&st, p, cls] {  // it has no lists yet, was asked to mark or has retired
       if (st.retired) return false;
-      if (!st.lists) st.lists = std::make_unique<std::vector<block>[]>(detail::size_classes);
+      if (!st.lists) st.lists.reset(new detail::vec<block>[detail::size_classes]());
       push_own(st, p, cls);
       return true;
     });
@@ -275,8 +278,8 @@ class caching_pool {
     if (!usable && usable.error() == errc::capture_active) {
       // The captured work uses the block whenever the graph is launched: a free in the capture would be a free node
       // of memory the graph did not allocate. It stays in use, out of every cache, until the pool's destruction.
-      const std::lock_guard<std::mutex> lock(mutex_);
-      captured_.emplace_back(block_device(p, device_for(nullptr, s)), p, cls.bytes);
+      const detail::lock_guard<detail::mutex> lock(mutex_);
+      captured_.push_back({block_device(p, device_for(nullptr, s)), p, cls.bytes});
       return;
     }
     for (int attempt = 0; usable && attempt < 2; ++attempt) {  // once more if the state retired under us
@@ -287,7 +290,7 @@ class caching_pool {
     }
     if (!usable) report_release_failure(usable.error());
     if (!s.valid()) return;  // no stream to order the free on, nor a device known to wait for: it stays in use
-    std::unique_lock<detail::spin_lock> lock(overflow_.lock);  // before `reserve`: statistics() reads in-use first
+    detail::unique_lock<detail::spin_lock> lock(overflow_.lock);  // before `reserve`: statistics() reads in-use first
     overflow_.in_use(0 - cls.bytes, std::size_t(0) - 1);
     lock.unlock();
     // On the block's own device, in the order of `s` (its last use), which may be another device's stream.
@@ -305,9 +308,9 @@ class caching_pool {
     return find(id);
   }
   stream_state* find(std::uint64_t id) const noexcept {  // slots_ hold no retired state
-    const std::size_t used = used_.load(std::memory_order_acquire);
+    const std::size_t used = used_.load(detail::memory_order_acquire);
     for (std::size_t i = 0; i < used; ++i) {
-      stream_state* st = slots_[i].load(std::memory_order_acquire);
+      stream_state* st = slots_[i].load(detail::memory_order_acquire);
       if (st != nullptr && st->id == id) return st;
     }
     return nullptr;
@@ -330,18 +333,18 @@ class caching_pool {
   }
   // Makes stream `id`'s state, retiring another at the handle; all slots taken: an empty state's, else overflow_.
   result<stream_state*> adopt(stream_ref s, std::uint64_t id, const char* api, marker& gone) noexcept {
-    const std::lock_guard<std::mutex> lock(mutex_);
-    const std::size_t used = used_.load(std::memory_order_relaxed);
+    const detail::lock_guard<detail::mutex> lock(mutex_);
+    const std::size_t used = used_.load(detail::memory_order_relaxed);
     std::size_t slot = 0;  // the handle's, else `used`: a new one
-    while (slot < used && slots_[slot].load(std::memory_order_relaxed)->handle != s.get()) ++slot;
-    stream_state* const at_handle = slot < used ? slots_[slot].load(std::memory_order_relaxed) : nullptr;
+    while (slot < used && slots_[slot].load(detail::memory_order_relaxed)->handle != s.get()) ++slot;
+    stream_state* const at_handle = slot < used ? slots_[slot].load(detail::memory_order_relaxed) : nullptr;
     if (at_handle != nullptr && at_handle->id == id) return at_handle;
     auto device = order_.device(s, api);
     if (!device) return device.error();
     // One hold of the lock, so a free that found the state sees it retired; false: `only_empty` and it caches blocks.
     auto retire = [&](std::size_t at, bool only_empty) {
-      stream_state& old = *slots_[at].load(std::memory_order_relaxed);
-      const std::lock_guard<detail::spin_lock> held(old.lock);
+      stream_state& old = *slots_[at].load(detail::memory_order_relaxed);
+      const detail::lock_guard<detail::spin_lock> held(old.lock);
       const bool empty = newest(old) == 0;
       if (only_empty && !empty) return false;
       old.retired = true;
@@ -352,26 +355,26 @@ class caching_pool {
     if (at_handle != nullptr) retire(slot, false);
     for (std::size_t i = 0; i < used && slot == max_streams; ++i)  // all taken
       if (retire(i, true)) slot = i;
-    std::unique_ptr<std::vector<block>[]> taken_over;  // else a finished state's blocks, kept by the new state
+    detail::owner<detail::vec<block>[]> taken_over;  // else a finished state's blocks, kept by the new state
     if (slot == max_streams) slot = take_over(*device, taken_over, gone);
     if (slot == max_streams) return &overflow_;
-    states_.push_back(std::make_unique<stream_state>(s.get(), id, *device));
+    states_.push_back(new stream_state(s.get(), id, *device));
     stream_state& made = *states_.back();
     made.eager = made.demanded = slot >= eager_slots_from;
     made.lists = std::move(taken_over);
     made.frees = made.recorded = made.passed = newest(made);  // the blocks taken over are finished: for any stream
-    slots_[slot].store(&made, std::memory_order_release);
-    if (slot == used) used_.store(used + 1, std::memory_order_release);  // after the slot, never before
-    return states_.back().get();
+    slots_[slot].store(&made, detail::memory_order_release);
+    if (slot == used) used_.store(used + 1, detail::memory_order_release);  // after the slot, never before
+    return states_.back();
   }
   // Under mutex_, every slot taken: retires the next state (round robin) of `device` whose cached blocks are all known
   // finished, moving them to `blocks`; its slot, else max_streams. Eager slots' states are the ones found.
-  std::size_t take_over(int device, std::unique_ptr<std::vector<block>[]>& blocks, marker& gone) noexcept {
+  std::size_t take_over(int device, detail::owner<detail::vec<block>[]>& blocks, marker& gone) noexcept {
     for (std::size_t n = 0; n < max_streams; ++n) {
       const std::size_t at = (prune_from_ + n) % max_streams;
-      stream_state& old = *slots_[at].load(std::memory_order_relaxed);
+      stream_state& old = *slots_[at].load(detail::memory_order_relaxed);
       if (old.device != device) continue;
-      const std::lock_guard<detail::spin_lock> held(old.lock);
+      const detail::lock_guard<detail::spin_lock> held(old.lock);
       const std::uint64_t cached = newest(old);
       if (cached == 0 || !is_done(old, block{nullptr, cached})) continue;  // a later mark covers the earlier ones
       blocks = std::move(old.lists);
@@ -385,7 +388,7 @@ class caching_pool {
   }
   [[gnu::always_inline]] void* take_own(stream_state& st, detail::size_class cls, stream_ref s) noexcept {
     {
-      const std::lock_guard<detail::spin_lock> lock(st.lock);
+      const detail::lock_guard<detail::spin_lock> lock(st.lock);
       if (!st.demanded) [[likely]]
         return pop_own(st, cls);
     }
@@ -394,7 +397,7 @@ class caching_pool {
   // `f` and, if another stream asked, a record of the event over the frees so far; a failure is reported unlocked.
   template <class F>
   [[gnu::noinline]] auto marking(stream_state& st, stream_ref s, F f) noexcept {
-    std::unique_lock<detail::spin_lock> lock(st.lock);
+    detail::unique_lock<detail::spin_lock> lock(st.lock);
     const auto out = f();
     status marked;
     if (st.demanded) {
@@ -420,11 +423,11 @@ class caching_pool {
   }
   // The oldest finished block of class `cls` of another stream on `me`'s device; asks for a mark where none covers.
   void* take_other(stream_state& me, detail::size_class cls) noexcept {
-    const std::size_t used = used_.load(std::memory_order_acquire);
+    const std::size_t used = used_.load(detail::memory_order_acquire);
     for (std::size_t i = 0; i < used; ++i) {
-      stream_state* other = slots_[i].load(std::memory_order_acquire);
+      stream_state* other = slots_[i].load(detail::memory_order_acquire);
       if (other == nullptr || other == &me || other->device != me.device) continue;
-      const std::unique_lock<detail::spin_lock> lock(other->lock, std::try_to_lock);
+      const detail::unique_lock<detail::spin_lock> lock(other->lock, detail::try_to_lock);
       if (!lock || other->retired || !other->lists || other->lists[cls.index].empty()) continue;
       auto& list = other->lists[cls.index];
       if (!is_done(*other, list.front())) {
@@ -442,47 +445,54 @@ class caching_pool {
   }
   void give_back(bool wait) noexcept {  // the finished blocks (all when `wait`); asks for marks where none covers
     [[maybe_unused]] const auto relaxed = order_.relaxed();
-    std::vector<std::tuple<int, void*, std::size_t>> leaving;  // device, address, bytes
-    std::vector<marker> gone;  // events of retired states: destroyed with no lock held
-    std::unique_lock<std::mutex> lock(mutex_);
+    detail::vec<device_block> leaving;
+    detail::vec<marker> gone;  // events of retired states: destroyed with no lock held
+    detail::unique_lock<detail::mutex> lock(mutex_);
     leaving.swap(stranded_);  // finished blocks an earlier give-back could not return
     if (wait) wait_for_cached();
-    for (auto& held : states_) {
+    for (stream_state* held : states_) {
       stream_state& st = *held;
-      const std::lock_guard<detail::spin_lock> st_lock(st.lock);
+      const detail::lock_guard<detail::spin_lock> st_lock(st.lock);
       if (!wait && newest(st) > st.recorded && !st.retired) st.demanded = true;
       for (std::size_t c = 0; st.lists && c < detail::size_classes; ++c) {
         auto& list = st.lists[c];
-        const auto done = std::ranges::find_if_not(list, [&](const block& b) { return is_done(st, b); });
-        for (auto b = list.begin(); b != done; ++b)
-          leaving.emplace_back(st.device, b->address, detail::size_class_bytes(c));
+        block* done = list.begin();
+        while (done != list.end() && is_done(st, *done)) ++done;
+        for (block* b = list.begin(); b != done; ++b)
+          leaving.push_back({st.device, b->address, detail::size_class_bytes(c)});
         list.erase(list.begin(), done);
       }
       if (st.retired && newest(st) == 0) gone.push_back(drop(st));  // nothing will be cached there again
     }
     lock.unlock();
     for (marker m : gone) order_.destroy(m);
-    std::vector<std::tuple<int, void*, std::size_t>> kept;  // no stream to free them on: cached, still reserved
+    detail::vec<device_block> kept;  // no stream to free them on: cached, still reserved
     for (auto& [device, address, bytes] : leaving) {
       if (order_.give_back(device, [&](stream_ref s) { upstream_.deallocate(s, address, bytes, block_alignment); }))
         reserve(0 - bytes, std::size_t(0) - 1);
-      else kept.emplace_back(device, address, bytes);
+      else kept.push_back({device, address, bytes});
     }
     if (kept.empty()) return;
     lock.lock();
-    stranded_.insert(stranded_.end(), kept.begin(), kept.end());
+    stranded_.append(kept.begin(), kept.end());
   }
   // Under mutex_: waits for cached frees by the event that covers them. Frees no event covers get one, recorded on
   // their stream only while a stream object owns it (the stream cannot end meanwhile: detail/live_streams.hpp) and it
   // is not capturing; the rest (raw handles, ended streams, a stream capturing now) wait for their device. A handle
   // alone is never used: it may be another stream's now, maybe one being captured, whose graph a record would join.
   void wait_for_cached() noexcept {
-    std::vector<std::tuple<stream_state*, std::uint64_t, bool, marker>> waits;  // frees covered, by device?, event
-    std::vector<int> devices;
-    std::vector<error> failures;  // of records, reported with no stream state's lock held
-    for (auto& held : states_) {
+    struct pending {
+      stream_state* st;
+      std::uint64_t upto;  // the frees it covers
+      bool by_device;
+      marker event;
+    };
+    detail::vec<pending> waits;
+    detail::vec<int> devices;
+    detail::vec<error> failures;  // of records, reported with no stream state's lock held
+    for (stream_state* held : states_) {
       stream_state& st = *held;
-      const std::lock_guard<detail::spin_lock> st_lock(st.lock);
+      const detail::lock_guard<detail::spin_lock> st_lock(st.lock);
       const std::uint64_t cached = newest(st);
       // Blocks no event covers: an event now, on the stream if a stream object still owns it (docs/decisions.md).
       if (cached > st.recorded && !st.retired) {
@@ -492,31 +502,31 @@ class caching_pool {
           st.recorded = st.frees;
       }
       const bool by_device = cached > st.recorded;
-      if (by_device && std::ranges::find(devices, st.device) == devices.end()) devices.push_back(st.device);
+      if (by_device && !devices.contains(st.device)) devices.push_back(st.device);
       if (by_device || cached > st.passed)
-        waits.emplace_back(&st, by_device ? st.frees : st.recorded, by_device, st.event);
+        waits.push_back({&st, by_device ? st.frees : st.recorded, by_device, st.event});
     }
     for (const error& failure : failures) report_release_failure(failure);
-    std::erase_if(devices, [&](int device) { return !order_.wait_device(device); });  // keeps those synchronized
+    devices.erase_if([&](int device) { return !order_.wait_device(device); });  // keeps those synchronized
     for (const auto& [st, upto, by_device, event] : waits) {
-      const bool done = by_device ? std::ranges::find(devices, st->device) != devices.end() : order_.wait(event);
-      const std::lock_guard<detail::spin_lock> st_lock(st->lock);
-      if (done) st->passed = std::max(st->passed, upto);
+      const bool done = by_device ? devices.contains(st->device) : order_.wait(event);
+      const detail::lock_guard<detail::spin_lock> st_lock(st->lock);
+      if (done && upto > st->passed) st->passed = upto;
     }
   }
 
   Upstream& upstream_;
   [[no_unique_address]] StreamOrder order_;
-  mutable std::mutex mutex_;  // states_, slot changes, stranded_, captured_, prune_from_
-  std::vector<std::unique_ptr<stream_state>> states_;  // every state made, live or retired, until destruction
-  std::vector<std::tuple<int, void*, std::size_t>> stranded_;  // finished, not yet given back (device, address, bytes)
-  std::vector<std::tuple<int, void*, std::size_t>> captured_;  // freed during a capture: the graphs' until destruction
+  mutable detail::mutex mutex_;  // states_, slot changes, stranded_, captured_, prune_from_
+  detail::vec<stream_state*> states_;  // every state made, live or retired, until destruction (owned)
+  detail::vec<device_block> stranded_;  // finished, not yet given back
+  detail::vec<device_block> captured_;  // freed during a capture: the graphs' until destruction
   std::size_t prune_from_ = 0;  // where the next search for a finished state to take over begins
-  std::atomic<stream_state*> slots_[max_streams] = {};
-  std::atomic<std::size_t> used_{0};
+  detail::atomic<stream_state*> slots_[max_streams] = {};
+  detail::atomic<std::size_t> used_{0};
   stream_state overflow_{nullptr, 0, -1};
-  std::atomic<std::size_t> reserved_bytes_{0}, reserved_blocks_{0}, peak_{0}, upstream_allocations_{0}, retries_{0};
-  std::atomic<std::uint64_t> served_{0};  // a bit per device the pool has taken blocks from (63: 63 and above)
+  detail::atomic<std::size_t> reserved_bytes_{0}, reserved_blocks_{0}, peak_{0}, upstream_allocations_{0}, retries_{0};
+  detail::atomic<std::uint64_t> served_{0};  // a bit per device the pool has taken blocks from (63: 63 and above)
 };
 /// Pools compare by identity: each caches blocks of its own.
 template <class Upstream, class StreamOrder>
@@ -543,28 +553,28 @@ class statistics_adaptor {
     if (bytes == 0) return nullptr;
     auto got = upstream_.allocate(s, bytes, alignment);
     if (!got) return got;
-    const std::size_t now = bytes_.fetch_add(bytes, std::memory_order_relaxed) + bytes;
-    blocks_.fetch_add(1, std::memory_order_relaxed);
-    std::size_t peak = peak_.load(std::memory_order_relaxed);
-    while (now > peak && !peak_.compare_exchange_weak(peak, now, std::memory_order_relaxed)) {}
+    const std::size_t now = bytes_.fetch_add(bytes, detail::memory_order_relaxed) + bytes;
+    blocks_.fetch_add(1, detail::memory_order_relaxed);
+    std::size_t peak = peak_.load(detail::memory_order_relaxed);
+    while (now > peak && !peak_.compare_exchange_weak(peak, now, detail::memory_order_relaxed)) {}
     return got;
   }
   /// As the upstream's.
   void deallocate(stream_ref s, void* p, std::size_t bytes, std::size_t alignment) noexcept {
     if (p == nullptr) return;
     upstream_.deallocate(s, p, bytes, alignment);
-    bytes_.fetch_sub(bytes, std::memory_order_relaxed);
-    blocks_.fetch_sub(1, std::memory_order_relaxed);
+    bytes_.fetch_sub(bytes, detail::memory_order_relaxed);
+    blocks_.fetch_sub(1, detail::memory_order_relaxed);
   }
   /// A snapshot (each counter read on its own).
   [[nodiscard]] allocation_statistics statistics() const noexcept {
-    return {bytes_.load(std::memory_order_relaxed), blocks_.load(std::memory_order_relaxed),
-            peak_.load(std::memory_order_relaxed)};
+    return {bytes_.load(detail::memory_order_relaxed), blocks_.load(detail::memory_order_relaxed),
+            peak_.load(detail::memory_order_relaxed)};
   }
 
  private:
   Upstream& upstream_;
-  std::atomic<std::size_t> bytes_{0}, blocks_{0}, peak_{0};
+  detail::atomic<std::size_t> bytes_{0}, blocks_{0}, peak_{0};
 };
 /// Adaptors compare by identity: each counts what went through it.
 template <class Upstream>
@@ -583,29 +593,29 @@ class limit_adaptor {
   /// As the upstream's, within the budget. Errors: out_of_memory (over budget); the upstream's.
   [[nodiscard]] result<void*> allocate(stream_ref s, std::size_t bytes, std::size_t alignment) noexcept {
     if (bytes == 0) return nullptr;
-    std::size_t used = used_.load(std::memory_order_relaxed);
+    std::size_t used = used_.load(detail::memory_order_relaxed);
     do {
       if (bytes > budget_ - used)
         return error(errc::out_of_memory, "limit_adaptor::allocate",
                      "%zu bytes would exceed the budget of %zu bytes (%zu in use)", bytes, budget_, used);
-    } while (!used_.compare_exchange_weak(used, used + bytes, std::memory_order_relaxed));
+    } while (!used_.compare_exchange_weak(used, used + bytes, detail::memory_order_relaxed));
     auto got = upstream_.allocate(s, bytes, alignment);
-    if (!got) used_.fetch_sub(bytes, std::memory_order_relaxed);
+    if (!got) used_.fetch_sub(bytes, detail::memory_order_relaxed);
     return got;
   }
   /// As the upstream's.
   void deallocate(stream_ref s, void* p, std::size_t bytes, std::size_t alignment) noexcept {
     if (p == nullptr) return;
     upstream_.deallocate(s, p, bytes, alignment);
-    used_.fetch_sub(bytes, std::memory_order_relaxed);
+    used_.fetch_sub(bytes, detail::memory_order_relaxed);
   }
   [[nodiscard]] std::size_t budget() const noexcept { return budget_; }  ///< The budget in bytes.
-  [[nodiscard]] std::size_t used() const noexcept { return used_.load(std::memory_order_relaxed); }  ///< In use.
+  [[nodiscard]] std::size_t used() const noexcept { return used_.load(detail::memory_order_relaxed); }  ///< In use.
 
  private:
   Upstream& upstream_;
   std::size_t budget_;
-  std::atomic<std::size_t> used_{0};
+  detail::atomic<std::size_t> used_{0};
 };
 /// Adaptors compare by identity: each holds a budget of its own.
 template <class Upstream>

@@ -9,14 +9,11 @@
 
 #include <cudamem/detail/process_wide.hpp>
 #include <cudamem/detail/stream_identity.hpp>
+#include <cudamem/detail/sync.hpp>
 #include <cudamem/detail/unique_handle.hpp>
 #include <cudamem/resource.hpp>
 
-#include <array>
-#include <atomic>
-#include <bit>
 #include <cstdint>
-#include <mutex>
 #include <utility>
 
 namespace cudamem {
@@ -27,12 +24,15 @@ namespace detail {
 struct CUDAMEM_DETAIL_PROCESS_WIDE allocator_table {
   static constexpr std::size_t capacity = 256;
   static constexpr std::uint64_t no_stream = ~std::uint64_t{0};
-  using ref_words = std::array<std::uintptr_t, 2>;  // a resource_ref's two pointers
+  struct ref_words {  // a resource_ref's two pointers
+    std::uintptr_t word[2];
+    std::uintptr_t operator[](std::size_t i) const noexcept { return word[i]; }
+  };
   struct slot {
-    std::atomic<std::uint32_t> version{0};
-    std::atomic<std::uint64_t> stream_id{no_stream};
-    std::atomic<std::uintptr_t> handle{0};  // 0: none (free, or its stream is known to be gone)
-    std::atomic<std::uintptr_t> words[2]{};
+    atomic<std::uint32_t> version{0};
+    atomic<std::uint64_t> stream_id{no_stream};
+    atomic<std::uintptr_t> handle{0};  // 0: none (free, or its stream is known to be gone)
+    atomic<std::uintptr_t> words[2]{};
   };
   struct entry {  // what a lookup read
     resource_ref<device> resource;
@@ -41,16 +41,16 @@ struct CUDAMEM_DETAIL_PROCESS_WIDE allocator_table {
 
   // Registers `r`; a slot at `handle` with another id (a destroyed stream's) stops answering for it.
   result<std::size_t> insert(std::uint64_t id, std::uintptr_t handle, resource_ref<device> r) noexcept {
-    const std::lock_guard<std::mutex> lock(mutex);
-    const std::size_t used = high_water.load(std::memory_order_relaxed);
+    const lock_guard<detail::mutex> lock(mutex);
+    const std::size_t used = high_water.load(memory_order_relaxed);
     std::size_t free_slot = capacity;
     for (std::size_t i = 0; i < used; ++i) {
-      const std::uint64_t held = slots[i].stream_id.load(std::memory_order_relaxed);
+      const std::uint64_t held = slots[i].stream_id.load(memory_order_relaxed);
       if (held == id)
         return error(errc::invalid_argument, "register_allocator",
                      "the stream already has a registered allocator; drop that registration first");
       if (held == no_stream && free_slot == capacity) free_slot = i;
-      if (held != no_stream && slots[i].handle.load(std::memory_order_relaxed) == handle)
+      if (held != no_stream && slots[i].handle.load(memory_order_relaxed) == handle)
         write(slots[i], held, 0, {0, 0});  // keeps the id, for its registration's erase
     }
     if (free_slot == capacity) {
@@ -58,42 +58,42 @@ struct CUDAMEM_DETAIL_PROCESS_WIDE allocator_table {
         return error(errc::not_supported, "register_allocator", "at most %zu streams can have a registered allocator",
                      capacity);
       free_slot = used;
-      high_water.store(used + 1, std::memory_order_release);
+      high_water.store(used + 1, memory_order_release);
     }
-    write(slots[free_slot], id, handle, std::bit_cast<ref_words>(r));
-    count.fetch_add(1, std::memory_order_release);
+    write(slots[free_slot], id, handle, __builtin_bit_cast(ref_words, r));
+    count.fetch_add(1, memory_order_release);
     return free_slot;
   }
   void erase(std::size_t index, std::uint64_t id) noexcept {
-    const std::lock_guard<std::mutex> lock(mutex);
-    if (slots[index].stream_id.load(std::memory_order_relaxed) != id) return;
+    const lock_guard<detail::mutex> lock(mutex);
+    if (slots[index].stream_id.load(memory_order_relaxed) != id) return;
     write(slots[index], no_stream, 0, {0, 0});
-    count.fetch_sub(1, std::memory_order_release);
+    count.fetch_sub(1, memory_order_release);
   }
   /// The registration of stream `id` (not no_stream).
   bool find_id(std::uint64_t id, entry& out) const noexcept { return find(id, 0, out); }
   /// The registration answering for `handle` (not 0), of whatever stream id it holds: the caller checks that.
   bool find_handle(std::uintptr_t handle, entry& out) const noexcept { return find(no_stream, handle, out); }
-  bool empty() const noexcept { return count.load(std::memory_order_acquire) == 0; }
+  bool empty() const noexcept { return count.load(memory_order_acquire) == 0; }
 
-  std::mutex mutex;
-  std::atomic<std::size_t> high_water{0}, count{0};
+  detail::mutex mutex;
+  atomic<std::size_t> high_water{0}, count{0};
   slot slots[capacity];
 
  private:
   bool find(std::uint64_t id, std::uintptr_t handle, entry& out) const noexcept {  // by `id`, else by `handle`
-    const std::size_t used = high_water.load(std::memory_order_acquire);
+    const std::size_t used = high_water.load(memory_order_acquire);
     for (std::size_t i = 0; i < used; ++i) {
       const slot& s = slots[i];
       for (;;) {
-        const std::uint32_t before = s.version.load(std::memory_order_acquire);
+        const std::uint32_t before = s.version.load(memory_order_acquire);
         if (before & 1u) continue;  // a writer is inside
-        const std::uint64_t held = s.stream_id.load(std::memory_order_acquire);
-        if (id != no_stream ? held != id : s.handle.load(std::memory_order_acquire) != handle) break;
+        const std::uint64_t held = s.stream_id.load(memory_order_acquire);
+        if (id != no_stream ? held != id : s.handle.load(memory_order_acquire) != handle) break;
         // Acquire loads keep the version re-read after them (not fences: ThreadSanitizer does not model those).
-        const ref_words ref = {s.words[0].load(std::memory_order_acquire), s.words[1].load(std::memory_order_acquire)};
-        if (s.version.load(std::memory_order_relaxed) != before) continue;
-        out = {std::bit_cast<resource_ref<device>>(ref), held};
+        const ref_words ref = {s.words[0].load(memory_order_acquire), s.words[1].load(memory_order_acquire)};
+        if (s.version.load(memory_order_relaxed) != before) continue;
+        out = {__builtin_bit_cast(resource_ref<device>, ref), held};
         return true;
       }
     }
@@ -101,12 +101,12 @@ struct CUDAMEM_DETAIL_PROCESS_WIDE allocator_table {
   }
   // Release stores of the data: a reader that sees new data sees the odd version too.
   static void write(slot& s, std::uint64_t id, std::uintptr_t handle, const ref_words& ref) noexcept {
-    s.version.fetch_add(1, std::memory_order_relaxed);
-    s.words[0].store(ref[0], std::memory_order_release);
-    s.words[1].store(ref[1], std::memory_order_release);
-    s.stream_id.store(id, std::memory_order_release);
-    s.handle.store(handle, std::memory_order_release);
-    s.version.fetch_add(1, std::memory_order_release);
+    s.version.fetch_add(1, memory_order_relaxed);
+    s.words[0].store(ref[0], memory_order_release);
+    s.words[1].store(ref[1], memory_order_release);
+    s.stream_id.store(id, memory_order_release);
+    s.handle.store(handle, memory_order_release);
+    s.version.fetch_add(1, memory_order_release);
   }
 };
 

@@ -36,8 +36,11 @@
 #include <cstdio>
 #include <cstdlib>
 namespace cudamem::detail {
-[[noreturn]] CUDAMEM_HD inline void assertion_failed(const char* condition, const char* message, const char* file,
-                                                     int line) noexcept {
+// Out of line and cold: an assertion costs each checked access a compare and a call, in host and device code alike.
+[[noreturn]] CUDAMEM_HD __attribute__((noinline, cold)) inline void assertion_failed(const char* condition,
+                                                                                     const char* message,
+                                                                                     const char* file,
+                                                                                     int line) noexcept {
 #if defined(__CUDA_ARCH__)
   printf("%s:%d: cudamem assertion failed: %s (%s)\n", file, line, condition, message);
   __trap();

@@ -184,7 +184,7 @@ constexpr void use_copy2d_kernel() noexcept {
 #if defined(__CUDACC__)
   if constexpr (std::is_same_v<typename Dst::kind, device> && std::is_same_v<typename Src::kind, device> &&
                 !(is_span<Dst> && is_span<Src>))
-    (void)copy2d_registered<>;
+    (void)copy2d_registered<std::conditional_t<true, void, Dst>>;  // dependent: only a copy that gets here names it
 #endif
 }
 }  // namespace cudamem::detail

@@ -4,9 +4,8 @@
 #pragma once
 
 #include <cudamem/detail/process_wide.hpp>
+#include <cudamem/detail/sync.hpp>
 #include <cudamem/device.hpp>
-
-#include <pthread.h>
 
 namespace cudamem::detail {
 
@@ -27,7 +26,7 @@ struct CUDAMEM_DETAIL_PROCESS_WIDE peer_table {
   static constexpr int max_devices = 64;
   /// One more guard of the pair; the first switches access on (`how.on`). On error nothing is counted.
   status acquire(device_id accessor, device_id owner, const peer_switch& how) noexcept {
-    const locked hold(lock_);
+    const lock_guard<mutex> hold(lock_);
     peer_entry& entry = entries_[accessor.get()][owner.get()];
     if (entry.guards == 0) {
       peer_entry fresh;
@@ -39,7 +38,7 @@ struct CUDAMEM_DETAIL_PROCESS_WIDE peer_table {
   }
   /// One guard fewer; the last switches off (`how.off`) what the first switched on. Precondition: one is held.
   void release(device_id accessor, device_id owner, const peer_switch& how) noexcept {
-    const locked hold(lock_);
+    const lock_guard<mutex> hold(lock_);
     peer_entry& entry = entries_[accessor.get()][owner.get()];
     if (entry.guards == 0 || --entry.guards > 0) return;
     how.off(accessor, owner, entry);
@@ -48,19 +47,13 @@ struct CUDAMEM_DETAIL_PROCESS_WIDE peer_table {
   /// The guards held for the pair now (0 for ordinals outside the table).
   unsigned guards(device_id accessor, device_id owner) noexcept {
     if (!in_table(accessor) || !in_table(owner)) return 0;
-    const locked hold(lock_);
+    const lock_guard<mutex> hold(lock_);
     return entries_[accessor.get()][owner.get()].guards;
   }
   static bool in_table(device_id id) noexcept { return id.get() >= 0 && id.get() < max_devices; }
 
  private:
-  struct locked {
-    explicit locked(pthread_mutex_t& mutex) noexcept : mutex_(mutex) { pthread_mutex_lock(&mutex_); }
-    ~locked() { pthread_mutex_unlock(&mutex_); }
-    locked(const locked&) = delete;  // one unlock per lock
-    pthread_mutex_t& mutex_;
-  };
-  pthread_mutex_t lock_ = PTHREAD_MUTEX_INITIALIZER;
+  mutex lock_;
   peer_entry entries_[max_devices][max_devices] = {};
 };
 /// Whether a peer_access guard lets `accessor` reach `owner`'s memory now (the process-wide registry).

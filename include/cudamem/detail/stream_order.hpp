@@ -3,18 +3,13 @@
 #pragma once
 
 #include <cudamem/detail/capture.hpp>
+#include <cudamem/detail/storage.hpp>
+#include <cudamem/detail/sync.hpp>
 #include <cudamem/device.hpp>
 #include <cudamem/stream.hpp>
 
-#include <atomic>
-#include <bit>
 #include <cstdint>
-#include <memory>
-#include <mutex>
 #include <new>
-#include <optional>
-#include <thread>
-#include <vector>
 
 namespace cudamem::detail {
 
@@ -28,7 +23,7 @@ inline constexpr std::size_t max_class_bytes = std::size_t{1} << 62;  ///< the l
 /// The class of a request of `bytes`, in (0, max_class_bytes].
 inline constexpr size_class class_of_checked(std::size_t bytes) noexcept {
   if (bytes <= 256) return size_class{0, 256};
-  const int log2_ceiling = std::bit_width(bytes - 1);  // 2^(log2_ceiling - 1) < bytes <= 2^log2_ceiling
+  const int log2_ceiling = 64 - __builtin_clzll(bytes - 1);  // 2^(log2_ceiling - 1) < bytes <= 2^log2_ceiling
   const int step_log2 = log2_ceiling - 3;  // a step is a quarter of 2^(log2_ceiling - 1): a shift, not a division
   const std::size_t base = std::size_t{1} << (log2_ceiling - 1), step = std::size_t{1} << step_log2;
   const std::size_t steps = (bytes - base + step - 1) >> step_log2;  // 1 to 4
@@ -43,21 +38,6 @@ inline result<size_class> class_of(std::size_t bytes, const char* api) noexcept 
 inline constexpr std::size_t size_class_bytes(std::size_t index) noexcept {  // the inverse of class_of
   return index == 0 ? 256 : (std::size_t{1} << ((index - 1) / 4 + 6)) * (4 + (index - 1) % 4 + 1);
 }
-
-/// A test-and-test-and-set lock: uncontended, one atomic exchange (a third of a std::mutex's cost); a waiter yields.
-class spin_lock {
- public:
-  bool try_lock() noexcept {
-    return !held_.load(std::memory_order_relaxed) && !held_.exchange(true, std::memory_order_acquire);
-  }
-  void lock() noexcept {
-    while (!try_lock()) std::this_thread::yield();
-  }
-  void unlock() noexcept { held_.store(false, std::memory_order_release); }
-
- private:
-  std::atomic<bool> held_{false};
-};
 
 /// Streams through CUDA's driver entry points (no runtime call on the pool's hot path), known by cudaStreamGetId; an
 /// event per stream marks its frees, recorded only on the stream of a call in progress. Failed records go to the
@@ -161,8 +141,8 @@ struct cuda_stream_order {
 
  private:
   struct own_streams {  // the pool's streams, by device ordinal; destroyed with the pool
-    std::mutex lock;
-    std::vector<cudaStream_t> by_device;
+    mutex lock;
+    vec<cudaStream_t> by_device;
     own_streams() = default;
     own_streams(const own_streams&) = delete;
     own_streams& operator=(const own_streams&) = delete;
@@ -174,8 +154,8 @@ struct cuda_stream_order {
   // The pool's stream of `device`, which must be current. Made in relaxed capture mode: a capture elsewhere stays.
   result<stream_ref> own_stream(int device) const noexcept {
     constexpr const char* api = "caching_pool";
-    if (own_ == nullptr || device < 0) return error(errc::out_of_memory, api, "no stream to give blocks back on");
-    const std::lock_guard<std::mutex> lock(own_->lock);
+    if (!own_ || device < 0) return error(errc::out_of_memory, api, "no stream to give blocks back on");
+    const lock_guard<mutex> lock(own_->lock);
     auto& by_device = own_->by_device;
     if (by_device.size() <= std::size_t(device)) by_device.resize(std::size_t(device) + 1, nullptr);
     cudaStream_t& s = by_device[std::size_t(device)];
@@ -185,10 +165,10 @@ struct cuda_stream_order {
     }
     return stream_ref::from_native_handle(s, device_id(device));
   }
-  std::unique_ptr<own_streams> own_;
+  owner<own_streams> own_;
 
-  static std::optional<result<device_guard>> select(int device) noexcept {  // none for -1
-    if (device < 0) return std::nullopt;
+  static maybe<result<device_guard>> select(int device) noexcept {  // none for -1
+    if (device < 0) return {};
     return device_guard::set(device_id(device));
   }
   static status create_marker(marker& m, int device) noexcept {  // on `device`; the current device stays
