@@ -13,6 +13,8 @@
 // Every destination is poisoned before a row and checked against the source after it. Exits 77 without a device.
 #include "harness.hpp"
 
+#include <cudamem/copy_many.hpp>
+
 #include <functional>
 #include <numeric>
 #include <random>

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
 // Batched copies (docs/copies.md, "Batched copies"): gathering rows of a table.
+#include <cudamem/copy_many.hpp>
 #include <cudamem/cudamem.hpp>
 
 #include <cstddef>

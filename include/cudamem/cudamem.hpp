@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: MIT
 /// \file
-/// The umbrella header: every public header but those in interop/.
+/// The umbrella header: every public header but those in interop/ and copy_many.hpp (batched copies), which a file
+/// that makes batched copies includes itself: it needs <ranges> and <algorithm>, which would cost every other file
+/// that includes the umbrella about two seconds of compile time (docs/decisions.md).
 ///
 ///     error, kind, device, stream, ptr, span, pitched_span       errors; kinds; devices; streams; views
 ///     resource, buffer, pitched, host_register, registry, pool   where memory comes from, and its owners
@@ -14,7 +16,6 @@
 
 #include <cudamem/buffer.hpp>
 #include <cudamem/copy.hpp>
-#include <cudamem/copy_many.hpp>
 #include <cudamem/device.hpp>
 #include <cudamem/error.hpp>
 #include <cudamem/host_register.hpp>

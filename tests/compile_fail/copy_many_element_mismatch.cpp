@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 // Must not compile: a batch whose destination and source views have different element types (no conversion
 // happens). Fix: views of one element type on both sides, or std::byte views (as_bytes / as_writable_bytes).
+#include <cudamem/copy_many.hpp>
 #include <cudamem/cudamem.hpp>
 
 #include <utility>

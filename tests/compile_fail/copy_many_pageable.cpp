@@ -2,6 +2,7 @@
 // Must not compile: a stream-ordered batch whose sources are pageable (views of std::vectors). The batch would
 // return before the bytes were read. Fix: stage the pieces in a pinned_buffer (or page-lock the vectors with
 // host_register), or call the synchronous copy_many without a stream.
+#include <cudamem/copy_many.hpp>
 #include <cudamem/cudamem.hpp>
 
 #include <vector>

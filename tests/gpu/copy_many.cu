@@ -5,6 +5,8 @@
 // refusals that write nothing. Which dispatch ran is observed through the kernel's registration hook.
 #include "common.cuh"
 
+#include <cudamem/copy_many.hpp>
+
 #include <algorithm>
 #include <cstring>
 #include <memory>

@@ -2,6 +2,7 @@
 // copy_many without a device: batches of pageable host pieces run on the host (memcpy), so every check of a batch
 // is held here to a brute-force model (a byte map of who writes and reads each byte of an arena) over random piece
 // sets, and the bytes of every accepted batch to the pieces copied one at a time.
+#include <cudamem/copy_many.hpp>
 #include <cudamem/cudamem.hpp>
 
 #include "catch.hpp"
