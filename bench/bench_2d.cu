@@ -113,7 +113,8 @@ void host_cost_2d(std::vector<row>& rows, const options& opt, stream_ref st) {
   auto src = take(device_buffer<unsigned char>::allocate(pitch * height), "device_buffer::allocate");
   check(fill_bytes(src, 1), "fill_bytes");
   const auto d = take(make_pitched(dst.data(), width, height, pitch), "make_pitched");
-  const pitched_span<const unsigned char, device> sr = take(make_pitched(src.data(), width, height, pitch), "make_pitched");
+  const pitched_span<const unsigned char, device> sr =
+      take(make_pitched(src.data(), width, height, pitch), "make_pitched");
   unsigned char* const raw_dst = dst.data().get();
   const unsigned char* const raw_src = src.data().get();
   const cudaStream_t raw_stream = st.get();
@@ -134,7 +135,8 @@ void host_cost_2d(std::vector<row>& rows, const options& opt, stream_ref st) {
   int inside = 0;
   const auto start = wall_clock::now();
   for (int i = 0; i < lookups; ++i)
-    for (const detail::region& r : regions) inside += detail::fit_in_allocation(r).where == detail::allocation_fit::inside;
+    for (const detail::region& r : regions)
+      inside += detail::fit_in_allocation(r).where == detail::allocation_fit::inside;
   const double ns = seconds_between(start, wall_clock::now()) * 1e9 / lookups;
   if (inside != 2 * lookups) fail("range check", "a footprint inside its allocation was not found inside it");
   std::printf("the 2D kernel's range check (cuMemGetAddressRange on dst and src): %.0f ns per copy\n\n", ns);

@@ -116,7 +116,9 @@ struct rmm_pool {
   static constexpr const char* name = "RMM pool_memory_resource";
   rmm::mr::cuda_memory_resource upstream;
   rmm::mr::pool_memory_resource pool{upstream, 0};  // grows on demand, as the caching pool does
-  void* allocate(std::size_t bytes, const bench_stream& s) { return pool.allocate(cuda::stream_ref{s.raw()}, bytes, 256); }
+  void* allocate(std::size_t bytes, const bench_stream& s) {
+    return pool.allocate(cuda::stream_ref{s.raw()}, bytes, 256);
+  }
   void deallocate(void* p, std::size_t bytes, const bench_stream& s) {
     pool.deallocate(cuda::stream_ref{s.raw()}, p, bytes, 256);
   }
@@ -152,7 +154,9 @@ struct cccl_pool {
     p.release_threshold = std::numeric_limits<std::size_t>::max();
     return p;
   }
-  void* allocate(std::size_t bytes, const bench_stream& s) { return pool.allocate(cuda::stream_ref{s.raw()}, bytes, 256); }
+  void* allocate(std::size_t bytes, const bench_stream& s) {
+    return pool.allocate(cuda::stream_ref{s.raw()}, bytes, 256);
+  }
   void deallocate(void* p, std::size_t bytes, const bench_stream& s) {
     pool.deallocate(cuda::stream_ref{s.raw()}, p, bytes, 256);
   }
@@ -421,9 +425,8 @@ void allocation_section(const options& opt, std::vector<bench_stream>& streams) 
     std::vector<std::pair<std::string, std::function<double()>>> entries;
     for (auto& a : list)
       if (a.name != std::string("cudaMalloc"))
-        entries.emplace_back(a.name, [&a, &uniform, &streams, threads] {
-          return throughput(a, uniform, streams, threads) / 1e6;
-        });
+        entries.emplace_back(
+            a.name, [&a, &uniform, &streams, threads] { return throughput(a, uniform, streams, threads) / 1e6; });
     std::printf("alloc: random uniform, %d threads\n", threads);
     std::fflush(stdout);
     interleave("alloc", "random uniform, " + std::to_string(threads) + " threads", "M pairs/s", better::higher, 1,
@@ -436,10 +439,10 @@ void allocation_section(const options& opt, std::vector<bench_stream>& streams) 
       if (a.name == std::string("cudaMalloc")) continue;
       const auto [end, peak] = a.memory(t, streams[0]);
       const double mib = double(std::size_t{1} << 20);
-      results.push_back({"memory", t.name + ": held at end", a.name, "MiB", {end / mib, end / mib, end / mib},
-                         better::lower});
-      results.push_back({"memory", t.name + ": peak held", a.name, "MiB", {peak / mib, peak / mib, peak / mib},
-                         better::lower});
+      results.push_back(
+          {"memory", t.name + ": held at end", a.name, "MiB", {end / mib, end / mib, end / mib}, better::lower});
+      results.push_back(
+          {"memory", t.name + ": peak held", a.name, "MiB", {peak / mib, peak / mib, peak / mib}, better::lower});
     }
   }
 }
@@ -495,11 +498,9 @@ void buffer_section(const options& opt, std::vector<bench_stream>& streams) {
     });
   });
 #endif
-  entries.emplace_back("thrust::device_vector (value-initialised)", [&] {
-    return timed(s, [&] { thrust::device_vector<unsigned char> v(bytes); });
-  });
-  interleave("buffer", "1 MiB create + destroy", "ns/buffer", better::lower, 2, std::max(15, opt.batches / 7),
-             entries);
+  entries.emplace_back("thrust::device_vector (value-initialised)",
+                       [&] { return timed(s, [&] { thrust::device_vector<unsigned char> v(bytes); }); });
+  interleave("buffer", "1 MiB create + destroy", "ns/buffer", better::lower, 2, std::max(15, opt.batches / 7), entries);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -521,7 +522,9 @@ void copy_section(const options& opt, std::vector<bench_stream>& streams) {
     check(copy(src, host), "copy");
   }
   // Every method takes raw pointers; cudamem's side builds its typed views from them, as a user's code would hold.
-  auto view = [](std::byte* p, std::size_t n) { return device_span<std::byte>(device_ptr<std::byte>(p, device_id(0)), n); };
+  auto view = [](std::byte* p, std::size_t n) {
+    return device_span<std::byte>(device_ptr<std::byte>(p, device_id(0)), n);
+  };
   auto cview = [](const std::byte* p, std::size_t n) {
     return device_span<const std::byte>(device_ptr<const std::byte>(p, device_id(0)), n);
   };
@@ -638,16 +641,14 @@ void copy_section(const options& opt, std::vector<bench_stream>& streams) {
         } else {
           check(cudaMemcpy(got.data(), d, captured, cudaMemcpyDeviceToHost), "cudaMemcpy");
           bool right = true;
-          for (std::size_t i = 0; i < captured && right; ++i)
-            right = got[i] == (is_copy ? want[i] : std::byte{0x5a});
+          for (std::size_t i = 0; i < captured && right; ++i) right = got[i] == (is_copy ? want[i] : std::byte{0x5a});
           verdict = right ? "replays correctly" : "replay wrote wrong data";
         }
       }
       (void)cudaGetLastError();
       if (exec != nullptr) check(cudaGraphExecDestroy(exec), "cudaGraphExecDestroy");
       if (graph != nullptr) check(cudaGraphDestroy(graph), "cudaGraphDestroy");
-      std::printf("capture: %-12s %-28s %s\n", is_copy ? "copy 1 MiB" : "fill 1 MiB", m.name.c_str(),
-                  verdict.c_str());
+      std::printf("capture: %-12s %-28s %s\n", is_copy ? "copy 1 MiB" : "fill 1 MiB", m.name.c_str(), verdict.c_str());
       captures.emplace_back(std::string(is_copy ? "copy" : "fill") + " | " + m.name, verdict);
     }
   }
@@ -672,7 +673,8 @@ void print_results() {
         break;
       }
     std::printf("  %-48s %12.2f  spread %5.1f%%", r.library.c_str(), r.value.median, 100 * spread_of(r.value));
-    if (ours != nullptr && ours->value.median != 0) std::printf("  x%.2f of cudamem", r.value.median / ours->value.median);
+    if (ours != nullptr && ours->value.median != 0)
+      std::printf("  x%.2f of cudamem", r.value.median / ours->value.median);
     std::printf("\n");
   }
 }
@@ -692,8 +694,9 @@ std::optional<double> best_peer(const std::string& measurement, better direction
   std::optional<double> best;
   for (const auto& r : results)
     if (r.measurement == measurement && is_peer(r.library))
-      best = !best ? r.value.median
-                   : direction == better::lower ? std::min(*best, r.value.median) : std::max(*best, r.value.median);
+      best = !best                        ? r.value.median
+             : direction == better::lower ? std::min(*best, r.value.median)
+                                          : std::max(*best, r.value.median);
   return best;
 }
 void ratio_target(const std::string& what, const std::string& measurement, const std::string& ours, double limit) {
@@ -711,8 +714,8 @@ void evaluate_targets() {
   // 8 threads: pairs/s, higher is better: the fastest peer's time per pair over cudamem's.
   if (const result_row* mine = find_row("random uniform, 8 threads", pool)) {
     if (const auto peer = best_peer("random uniform, 8 threads", better::higher))
-      targets.push_back({"random uniform, 8 threads (fastest peer's time / cudamem's)", *peer / mine->value.median, 0.5,
-                         false});
+      targets.push_back(
+          {"random uniform, 8 threads (fastest peer's time / cudamem's)", *peer / mine->value.median, 0.5, false});
     if (const result_row* one = find_row("random uniform, 1 threads", pool)) {
       const double scaling = mine->value.median / one->value.median;
       targets.push_back({"8 threads over 1 thread, cudamem", scaling, 4.0, true});
@@ -742,14 +745,15 @@ void evaluate_targets() {
     targets.push_back({std::string(m) + " (cudamem / raw)", mine->value.median / raw->value.median, 1.03, false});
     for (const auto& r : results)
       if (r.measurement == m && r.library != mine->library && r.library != raw->library)
-        targets.push_back({std::string(m) + " (cudamem / " + r.library + ")", mine->value.median / r.value.median, 1.0,
-                           false});
+        targets.push_back(
+            {std::string(m) + " (cudamem / " + r.library + ")", mine->value.median / r.value.median, 1.0, false});
   }
   for (const auto& r : results)
     if (r.measurement.find("bandwidth") != std::string::npos && r.library.rfind("cudamem", 0) == 0) {
       const result_row* raw =
           find_row(r.measurement, r.measurement.rfind("copy", 0) == 0 ? "cudaMemcpyAsync" : "cudaMemsetAsync");
-      if (raw != nullptr) targets.push_back({r.measurement + " (cudamem / raw)", r.value.median / raw->value.median, 0.99, true});
+      if (raw != nullptr)
+        targets.push_back({r.measurement + " (cudamem / raw)", r.value.median / raw->value.median, 0.99, true});
     }
 }
 
@@ -759,8 +763,8 @@ void print_targets() {
   for (const auto& t : targets) {
     const bool pass = t.higher_is_better ? t.value >= t.limit : t.value <= t.limit;
     met += pass;
-    std::printf("  %-80s %7.3f  (target %s %.2f): %s\n", t.what.c_str(), t.value, t.higher_is_better ? ">=" : "<=",
-                t.limit, pass ? "PASS" : "FAIL");
+    std::printf("  %-80s %7.3f  (target %s %.2f): %s\n", t.what.c_str(), t.value,
+                t.higher_is_better ? ">=" : "<=", t.limit, pass ? "PASS" : "FAIL");
   }
   std::printf("%d of %zu targets met\n", met, targets.size());
 }

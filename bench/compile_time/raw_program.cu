@@ -70,14 +70,14 @@ int main() {
             cudaMallocPitch(&image, &pitch, width * sizeof(float), height) == cudaSuccess &&
             cudaMemsetAsync(data, 0, count * sizeof(float), s) == cudaSuccess;
   if (ok) {
-    fill_rows<float><<<(width * height + 255) / 256, 256, 0, s>>>(static_cast<float*>(image), pitch, width, height,
-                                                                1.0f);
+    fill_rows<float>
+        <<<(width * height + 255) / 256, 256, 0, s>>>(static_cast<float*>(image), pitch, width, height, 1.0f);
     ok = cudaGetLastError() == cudaSuccess &&
          cudaMemcpyAsync(data, host, count * sizeof(float), cudaMemcpyHostToDevice, s) == cudaSuccess;
   }
   if (ok) {
     scale_rows<<<dim3((width + 255) / 256, height), 256, 0, s>>>(static_cast<float*>(image), pitch, width, height,
-                                                                  2.0f);
+                                                                 2.0f);
     ok = cudaGetLastError() == cudaSuccess &&
          cudaMemcpyAsync(host, data, count * sizeof(float), cudaMemcpyDeviceToHost, s) == cudaSuccess;
   }

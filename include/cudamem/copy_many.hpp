@@ -458,7 +458,8 @@ __device__ void copy_many_piece(const copy_many_entry& e, unsigned lane) {
 // Templates (of nothing): a header's kernel must not be defined in every translation unit (one definition each), and
 // is built only where use_copy_many_kernel names its registration.
 template <class = void>
-__global__ void __launch_bounds__(copy_many_threads) copy_many_gather(const copy_many_entry* entries, std::size_t count) {
+__global__ void __launch_bounds__(copy_many_threads)
+    copy_many_gather(const copy_many_entry* entries, std::size_t count) {
   const unsigned lane = threadIdx.x % 32;
   const std::size_t warps = std::size_t{gridDim.x} * (copy_many_threads / 32);
   for (std::size_t k = (std::size_t{blockIdx.x} * blockDim.x + threadIdx.x) / 32; k < count; k += warps) {

@@ -498,8 +498,7 @@ class caching_pool {
       if (cached > st.recorded && !st.retired) {
         if (auto marked = order_.mark_live(st.event, st.device, st.handle, st.id); !marked)
           failures.push_back(marked.error());
-        else if (*marked)
-          st.recorded = st.frees;
+        else if (*marked) st.recorded = st.frees;
       }
       const bool by_device = cached > st.recorded;
       if (by_device && !devices.contains(st.device)) devices.push_back(st.device);

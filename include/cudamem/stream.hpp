@@ -84,8 +84,8 @@ struct stream_identity;  // what the caching pool and the allocator registry rea
 /// allocator registry know it without asking CUDA. Members fail with invalid_argument after a move, and CUDA's errors.
 class stream_ref {
  public:
-  stream_ref() noexcept = default;      ///< The legacy default stream of the current device, as legacy().
-  stream_ref(int) = delete;             ///< Refused: an integer is not a stream; write stream_ref::legacy().
+  stream_ref() noexcept = default;  ///< The legacy default stream of the current device, as legacy().
+  stream_ref(int) = delete;  ///< Refused: an integer is not a stream; write stream_ref::legacy().
   stream_ref(std::nullptr_t) = delete;  ///< Refused: write stream_ref::legacy() or stream_ref::per_thread().
   /// Refers to a handle the caller keeps alive (null: the build's default stream); device() asks CUDA. Not checked.
   [[nodiscard]] static stream_ref from_native_handle(cudaStream_t handle) noexcept { return stream_ref(handle); }
@@ -242,7 +242,9 @@ class stream {
     return handle_.release();
   }
   stream(stream&& other) noexcept
-      : handle_(std::move(other.handle_)), device_(other.device_), id_(std::exchange(other.id_, detail::no_stream_id)) {}
+      : handle_(std::move(other.handle_)),
+        device_(other.device_),
+        id_(std::exchange(other.id_, detail::no_stream_id)) {}
   /// Destroys this stream (as the destructor), then takes over `other`'s.
   stream& operator=(stream&& other) noexcept {
     if (this != &other) {

@@ -27,15 +27,199 @@
 // Edit the headers under include/cudamem/ and run `python3 tools/amalgamate.py`.
 
 /// \file
-/// The umbrella header: every public header but those in interop/.
+/// The umbrella header: every public header but those in interop/ and copy_many.hpp (batched copies), which a file
+/// that makes batched copies includes itself: it needs <ranges> and <algorithm>, which would cost every other file
+/// that includes the umbrella about two seconds of compile time (docs/decisions.md).
+///
+///     error, kind, device, stream, ptr, span, pitched_span       errors; kinds; devices; streams; views
+///     resource, buffer, pitched, host_register, registry, pool   where memory comes from, and its owners
+///     copy, peer                                                 copies and fills; peer access
 #pragma once
+
+/// \file
+/// cudamem's version, as macros (usable in `#if`). Included by every cudamem header; needs no
+/// CUDA and no C++20. CMake, Conan and the single-header generator read the version from here.
+
+/// The major version: incremented by changes that break source compatibility.
+#define CUDAMEM_VERSION_MAJOR 0
+/// The minor version: incremented by additions (in 0.x, also by breaking changes).
+#define CUDAMEM_VERSION_MINOR 1
+/// The patch version: incremented by fixes.
+#define CUDAMEM_VERSION_PATCH 0
+/// The version as one number, MAJOR * 10000 + MINOR * 100 + PATCH (0.1.0 is 100), for `#if` comparisons.
+#define CUDAMEM_VERSION (CUDAMEM_VERSION_MAJOR * 10000 + CUDAMEM_VERSION_MINOR * 100 + CUDAMEM_VERSION_PATCH)
 
 /// \namespace cudamem
 /// Typed, kind-checked CUDA memory. Everything public lives here; `cudamem::detail` is internal.
 
 /// \file
 /// `buffer<T, Kind>`: owning memory of one kind; move-only, deep-const, freed through its resource in stream order.
+///
+///     buffer<T, Kind>::allocate(count [, device_id | stream_ref [, resource_ref<Kind>]])   result<buffer>
+///       view(), data(), size(), size_bytes(), empty(), device(), stream(), resource(), set_stream(s)
+///       b[i], begin(), end()               host-side, host-accessible kinds only
+///       release()                          gives up ownership: free through resource() yourself
+///       move-only, deep-const (a const buffer views const T); no view or pointer of a temporary
+///     device_buffer<T>, pinned_buffer<T>, host_buffer<T>, managed_buffer<T>
 
+// cudamem, internal: the owners, the optional value and the growable array of buffers, the caching pool and its
+// stream order, so that the core headers never include <memory>, <optional> or <vector> (their cost to each
+// translation unit: docs/decisions.md).
+
+#include <cstddef>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+#include <type_traits>
+
+namespace cudamem::detail {
+
+/// Owns one `T` made by new, or an array made by new[] (std::unique_ptr's subset); move-only.
+template <class T>
+class owner {
+  using element = std::remove_extent_t<T>;
+
+ public:
+  constexpr owner() noexcept = default;
+  explicit owner(element* p) noexcept : p_(p) {}
+  owner(owner&& other) noexcept : p_(other.p_) { other.p_ = nullptr; }
+  owner& operator=(owner&& other) noexcept {
+    if (this != &other) reset(other.release());
+    return *this;
+  }
+  ~owner() { reset(); }
+
+  element* get() const noexcept { return p_; }
+  element* operator->() const noexcept { return p_; }
+  element& operator*() const noexcept { return *p_; }
+  element& operator[](std::size_t i) const noexcept { return p_[i]; }
+  explicit operator bool() const noexcept { return p_ != nullptr; }
+  element* release() noexcept {
+    element* p = p_;
+    p_ = nullptr;
+    return p;
+  }
+  void reset(element* p = nullptr) noexcept {
+    element* old = p_;
+    p_ = p;
+    if constexpr (std::is_array_v<T>) delete[] old;
+    else delete old;
+  }
+
+ private:
+  element* p_ = nullptr;
+};
+
+/// A `T` or nothing (std::optional's subset: made empty or from a `T`, tested, dereferenced); move-constructible.
+template <class T>
+class maybe {
+ public:
+  maybe() noexcept {}
+  maybe(T&& value) noexcept(std::is_nothrow_move_constructible_v<T>) : engaged_(true) {  // NOLINT: as std::optional
+    ::new (static_cast<void*>(&value_)) T(static_cast<T&&>(value));
+  }
+  maybe(const T& value) noexcept(std::is_nothrow_copy_constructible_v<T>) : engaged_(true) {  // NOLINT
+    ::new (static_cast<void*>(&value_)) T(value);
+  }
+  maybe(maybe&& other) noexcept(std::is_nothrow_move_constructible_v<T>) : engaged_(other.engaged_) {
+    if (engaged_) ::new (static_cast<void*>(&value_)) T(static_cast<T&&>(other.value_));
+  }
+  maybe& operator=(maybe&&) = delete;
+  ~maybe() {
+    if (engaged_) value_.~T();
+  }
+  explicit operator bool() const noexcept { return engaged_; }
+  T& operator*() noexcept { return value_; }
+  const T& operator*() const noexcept { return value_; }
+  T* operator->() noexcept { return &value_; }
+  const T* operator->() const noexcept { return &value_; }
+
+ private:
+  union {
+    T value_;
+  };
+  bool engaged_ = false;
+};
+
+/// A growable array of trivially copyable `T` (std::vector's subset the pool uses), on malloc and realloc. Out of
+/// memory ends the process, as std::vector's bad_alloc does in cudamem's noexcept functions.
+template <class T>
+class vec {
+  static_assert(std::is_trivially_copyable_v<T> && std::is_trivially_destructible_v<T>);
+
+ public:
+  constexpr vec() noexcept = default;
+  vec(const vec&) = delete;
+  vec& operator=(const vec&) = delete;
+  ~vec() { std::free(data_); }
+
+  T* begin() const noexcept { return data_; }
+  T* end() const noexcept { return data_ + size_; }
+  std::size_t size() const noexcept { return size_; }
+  bool empty() const noexcept { return size_ == 0; }
+  T& operator[](std::size_t i) const noexcept { return data_[i]; }
+  T& front() const noexcept { return data_[0]; }
+  T& back() const noexcept { return data_[size_ - 1]; }
+
+  void push_back(const T& value) noexcept {
+    if (size_ == capacity_) grow(size_ + 1);
+    data_[size_++] = value;
+  }
+  void pop_back() noexcept { --size_; }
+  /// Grows to `n` elements, the new ones `value` (never shrinks: the pool only grows it).
+  void resize(std::size_t n, const T& value) noexcept {
+    if (n > capacity_) grow(n);
+    for (; size_ < n; ++size_) data_[size_] = value;
+  }
+  /// Removes [first, last), keeping the order of the rest.
+  void erase(T* first, T* last) noexcept {
+    if (first == last) return;  // also an empty array's null data
+    std::memmove(static_cast<void*>(first), last, std::size_t(end() - last) * sizeof(T));
+    size_ -= std::size_t(last - first);
+  }
+  void erase(T* at) noexcept { erase(at, at + 1); }
+  /// Appends [first, last) (not of this array).
+  void append(const T* first, const T* last) noexcept {
+    const std::size_t n = std::size_t(last - first);
+    if (n == 0) return;
+    if (size_ + n > capacity_) grow(size_ + n);
+    std::memcpy(static_cast<void*>(data_ + size_), first, n * sizeof(T));
+    size_ += n;
+  }
+  /// Removes the elements for which `pred` is true, keeping the order of the rest (std::erase_if).
+  template <class Pred>
+  void erase_if(Pred pred) noexcept {
+    std::size_t kept = 0;
+    for (std::size_t i = 0; i < size_; ++i)
+      if (!pred(data_[i])) data_[kept++] = data_[i];
+    size_ = kept;
+  }
+  bool contains(const T& value) const noexcept {
+    for (const T& v : *this)
+      if (v == value) return true;
+    return false;
+  }
+  void swap(vec& other) noexcept {
+    T* const data = data_;
+    const std::size_t size = size_, capacity = capacity_;
+    data_ = other.data_, size_ = other.size_, capacity_ = other.capacity_;
+    other.data_ = data, other.size_ = size, other.capacity_ = capacity;
+  }
+
+ private:
+  void grow(std::size_t at_least) noexcept {
+    std::size_t capacity = capacity_ < 4 ? 4 : capacity_ * 2;
+    if (capacity < at_least) capacity = at_least;
+    void* moved = std::realloc(static_cast<void*>(data_), capacity * sizeof(T));
+    if (moved == nullptr) std::abort();
+    data_ = static_cast<T*>(moved);
+    capacity_ = capacity;
+  }
+  T* data_ = nullptr;
+  std::size_t size_ = 0, capacity_ = 0;
+};
+
+}  // namespace cudamem::detail
 /// \file
 /// Per-stream allocator registration (ACL's aclrtAllocatorRegister, as RAII), one registry per process, keyed on
 /// cudaStreamGetId: `buffer<T, device>::allocate(n, s)` and `pitched_buffer`'s stream form allocate from `s`'s.
@@ -60,6 +244,244 @@ CUDAMEM_DETAIL_PROCESS_WIDE State& process_wide() noexcept {
   static State* const instance = ::new (static_cast<void*>(storage)) State();
   return *instance;
 }
+}  // namespace cudamem::detail
+// cudamem, internal: which stream a stream_ref names, for the per-stream state of the caching pool and the allocator
+// registry. CUDA hands a destroyed stream's handle to a later stream; cudaStreamGetId's ids are never repeated in a
+// process, so that state is keyed on the id, and a handle alone is never trusted (docs/decisions.md).
+
+/// \file
+/// Streams and events: owning, move-only `stream` and `event`, and non-owning, copyable `stream_ref` and `event_ref`.
+///
+///     stream_ref: legacy(), per_thread(), from_native_handle(h [, device_id]); get(), valid(), device(),
+///                 synchronize() (blocks), ready(), wait(event_ref); trivially copyable; not from int or nullptr
+///     event_ref:  from_native_handle(h); get(), valid(), record(stream_ref), synchronize(), ready()
+///     stream::create([device_id,] stream_options), stream::adopt(h, device_id); ref(), release()   owning
+///     event::create([device_id,] event_options); ref(); event::elapsed_ms(start, end)              owning
+///     Owners are move-only and convert to their ref only as lvalues: a ref of a temporary would dangle.
+
+// cudamem: keeping the library's own calls out of the user's stream captures. Internal.
+
+// Internal: hot-path stream and event calls through the driver (loaded at run time), else the runtime: decisions.md.
+
+// cudamem: configuration shared by every header. Internal: include a public header instead.
+
+#if __cplusplus < 202002L
+#error "cudamem needs C++20 (-std=c++20)"
+// A missing file is a fatal error for g++, clang and nvcc alike: compilation stops at the #error
+// above instead of going on to hundreds of errors in C++20 code.
+#include "cudamem-needs-c++20: compilation stopped"
+#endif
+#include <cuda_runtime_api.h>
+
+#include <type_traits>
+#if defined(__CUDACC__)  // the execution-space annotation of what runs on both sides, for nvcc and plain compilers
+#define CUDAMEM_HD __host__ __device__
+#else
+#define CUDAMEM_HD
+#endif
+// In an owner (buffer, pitched_buffer, host_registration), after its view() and data() for lvalues: implicit
+// conversions to its views as view(), `View` (`(span<T, Kind>)`, parenthesized for the comma) from a non-const owner
+// and `ConstView` from a const one (owners are deep-const); and, deleted for an rvalue owner, view(), data() and the
+// conversions, whose views would dangle once the statement ends. For a const T the two views are one type.
+#define CUDAMEM_DETAIL_OWNER_VIEWS(View, ConstView)                              \
+  void view() const&& = delete;                                                  \
+  void data() const&& = delete;                                                  \
+  operator CUDAMEM_DETAIL_UNPAREN View()& noexcept { return view(); }            \
+  operator CUDAMEM_DETAIL_UNPAREN ConstView() const& noexcept { return view(); } \
+  operator CUDAMEM_DETAIL_UNPAREN View() const&& = delete;                       \
+  operator CUDAMEM_DETAIL_UNPAREN ConstView() const&&                            \
+    requires(!::std::is_const_v<T>)                                              \
+  = delete
+#define CUDAMEM_DETAIL_UNPAREN(...) __VA_ARGS__
+// CUDAMEM_ASSERT(condition, message), for hot paths: a debug failure prints, then aborts or traps; NDEBUG: nothing.
+#if defined(NDEBUG)
+#define CUDAMEM_ASSERT(condition, message) ((void)0)
+#else
+#include <cstdio>
+#include <cstdlib>
+namespace cudamem::detail {
+// Out of line and cold: an assertion costs each checked access a compare and a call, in host and device code alike.
+[[noreturn]] CUDAMEM_HD __attribute__((noinline, cold)) inline void assertion_failed(const char* condition,
+                                                                                     const char* message,
+                                                                                     const char* file,
+                                                                                     int line) noexcept {
+#if defined(__CUDA_ARCH__)
+  printf("%s:%d: cudamem assertion failed: %s (%s)\n", file, line, condition, message);
+  __trap();
+#else
+  std::fprintf(stderr, "%s:%d: cudamem assertion failed: %s (%s)\n", file, line, condition, message);
+  std::abort();
+#endif
+}
+}  // namespace cudamem::detail
+#define CUDAMEM_ASSERT(condition, message) \
+  ((condition) ? (void)0 : ::cudamem::detail::assertion_failed(#condition, message, __FILE__, __LINE__))
+#endif
+
+#include <type_traits>
+
+namespace cudamem::detail {
+
+// The driver's signatures in the runtime's types, so that no header needs <cuda.h>: CUstream and CUevent are the same
+// types as cudaStream_t and cudaEvent_t, and CUresult, CUstreamCaptureStatus and CUstreamCaptureMode are int-sized
+// enums whose values here (success, not ready, capture status and mode) equal the runtime's; tests/host/streams.cpp
+// holds the two sets to each other.
+struct driver_calls {
+  cudaError_t (*stream_is_capturing)(cudaStream_t, cudaStreamCaptureStatus*) = nullptr;
+  cudaError_t (*stream_get_id)(cudaStream_t, unsigned long long*) = nullptr;
+  cudaError_t (*exchange_capture_mode)(cudaStreamCaptureMode*) = nullptr;
+  cudaError_t (*event_record)(cudaEvent_t, cudaStream_t) = nullptr;
+  cudaError_t (*event_query)(cudaEvent_t) = nullptr;
+  // The 2D kernel's allocation check: cuMemGetAddressRange, CUdeviceptr being unsigned long long.
+  cudaError_t (*mem_get_address_range)(unsigned long long*, std::size_t*, unsigned long long) = nullptr;
+};
+
+// One table per default-stream flavour; out of line, so that driver_table() inlines to the check of its guard.
+template <bool PerThread>
+[[gnu::noinline]] driver_calls load_driver_table() noexcept {
+  driver_calls t;
+  const cudaError_t earlier = cudaPeekAtLastError();
+  auto load = [](const char* name, auto& f) {
+    void* p = nullptr;
+    cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
+    const unsigned long long flags = PerThread ? cudaEnablePerThreadDefaultStream : cudaEnableDefault;
+    if (cudaGetDriverEntryPointByVersion(name, &p, 12000, flags, &found) == cudaSuccess &&
+        found == cudaDriverEntryPointSuccess)
+      f = reinterpret_cast<std::remove_reference_t<decltype(f)>>(p);
+  };
+  load("cuStreamIsCapturing", t.stream_is_capturing);
+  load("cuStreamGetId", t.stream_get_id);
+  load("cuThreadExchangeStreamCaptureMode", t.exchange_capture_mode);
+  load("cuEventRecord", t.event_record);
+  load("cuEventQuery", t.event_query);
+  load("cuMemGetAddressRange", t.mem_get_address_range);
+  if (earlier == cudaSuccess) (void)cudaGetLastError();  // a failed lookup's own error, not the caller's
+  return t;
+}
+template <bool PerThread>
+[[gnu::always_inline]] inline const driver_calls& driver_table() noexcept {
+  static const driver_calls table = load_driver_table<PerThread>();
+  return table;
+}
+#if defined(CUDA_API_PER_THREAD_DEFAULT_STREAM)
+inline const driver_calls& driver() noexcept { return driver_table<true>(); }
+#else
+inline const driver_calls& driver() noexcept { return driver_table<false>(); }
+#endif
+
+/// Whether the driver answered cuStreamIsCapturing for `s` (into `status`); false: ask the runtime, for its error.
+inline bool driver_capture_status(cudaStream_t s, cudaStreamCaptureStatus& status) noexcept {
+  const auto f = driver().stream_is_capturing;
+  return f != nullptr && f(s, &status) == cudaSuccess;
+}
+/// The runtime calls below, through the driver where it answers.
+inline cudaError_t stream_capture_status(cudaStream_t s, cudaStreamCaptureStatus* status) noexcept {
+  return driver_capture_status(s, *status) ? cudaSuccess : cudaStreamIsCapturing(s, status);
+}
+inline cudaError_t stream_unique_id(cudaStream_t s, unsigned long long* id) noexcept {
+  const auto f = driver().stream_get_id;
+  return f != nullptr && f(s, id) == cudaSuccess ? cudaSuccess : cudaStreamGetId(s, id);
+}
+inline cudaError_t exchange_capture_mode(cudaStreamCaptureMode* mode) noexcept {
+  const auto f = driver().exchange_capture_mode;
+  return f != nullptr && f(mode) == cudaSuccess ? cudaSuccess : cudaThreadExchangeStreamCaptureMode(mode);
+}
+inline cudaError_t record_event(cudaEvent_t e, cudaStream_t s) noexcept {
+  const auto f = driver().event_record;
+  return f != nullptr && f(e, s) == cudaSuccess ? cudaSuccess : cudaEventRecord(e, s);
+}
+inline cudaError_t query_event(cudaEvent_t e) noexcept {  // not-ready: cudaErrorNotReady, never stored by the runtime
+  const auto f = driver().event_query;
+  if (f != nullptr) {
+    const cudaError_t r = f(e);  // CUDA_SUCCESS and CUDA_ERROR_NOT_READY are cudaSuccess and cudaErrorNotReady
+    if (r == cudaSuccess || r == cudaErrorNotReady) return r;
+  }
+  return cudaEventQuery(e);
+}
+
+}  // namespace cudamem::detail
+
+namespace cudamem::detail {
+
+/// Relaxed stream-capture mode for the calling thread while it lives: the library's synchronous calls belong to no
+/// capture, and a global or thread-local one would refuse them as unsafe, invalidating itself (PyTorch does the same).
+class relaxed_capture_scope {
+ public:
+  relaxed_capture_scope() noexcept { (void)exchange_capture_mode(&mode_); }
+  ~relaxed_capture_scope() { (void)exchange_capture_mode(&mode_); }
+  relaxed_capture_scope(const relaxed_capture_scope&) = delete;
+  relaxed_capture_scope& operator=(const relaxed_capture_scope&) = delete;
+
+ private:
+  cudaStreamCaptureMode mode_ = cudaStreamCaptureModeRelaxed;
+};
+
+}  // namespace cudamem::detail
+// cudamem, internal: the ids of the streams that stream objects own right now. The caching pool's release() waits for
+// cached blocks by recording an event on their stream; it may touch that stream only while it is sure the stream
+// exists, which it is while a stream object owns it and cannot destroy it meanwhile. Other streams (raw handles, ended
+// objects) are never touched: their blocks wait for the device instead (docs/decisions.md).
+
+
+#include <pthread.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+
+namespace cudamem::detail {
+
+/// The live stream objects' ids, under one lock; grown with realloc (a failed growth leaves an id out: its blocks are
+/// then waited for by device, which is slower, never wrong).
+struct CUDAMEM_DETAIL_PROCESS_WIDE live_stream_ids {
+  pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+  std::uint64_t* ids = nullptr;
+  std::size_t count = 0, capacity = 0;
+};
+inline live_stream_ids& live_streams() noexcept { return process_wide<live_stream_ids>(); }
+
+/// Lists stream `id` as owned by a live stream object (`begins`), or takes it off, before the stream is destroyed or
+/// given up. No CUDA call; ~0 (no id) is never listed.
+inline void stream_lives(std::uint64_t id, bool begins) noexcept {
+  if (id == ~std::uint64_t{0}) return;
+  live_stream_ids& live = live_streams();
+  pthread_mutex_lock(&live.lock);
+  if (begins) {
+    if (live.count == live.capacity) {
+      const std::size_t grown = live.capacity == 0 ? 64 : live.capacity * 2;
+      if (void* more = std::realloc(live.ids, grown * sizeof(std::uint64_t))) {
+        live.ids = static_cast<std::uint64_t*>(more);
+        live.capacity = grown;
+      }
+    }
+    if (live.count < live.capacity) live.ids[live.count++] = id;
+  } else {
+    for (std::size_t i = 0; i < live.count; ++i)
+      if (live.ids[i] == id) {
+        live.ids[i] = live.ids[--live.count];
+        break;
+      }
+  }
+  pthread_mutex_unlock(&live.lock);
+}
+
+/// `f()` while a stream object owns stream `id`, so that the stream cannot be destroyed meanwhile; false where none
+/// does. `f` must not create, destroy or give up a stream object, nor call the release handler (whose code might).
+template <class F>
+auto while_stream_lives(std::uint64_t id, F&& f) noexcept -> decltype(f()) {
+  live_stream_ids& live = live_streams();
+  pthread_mutex_lock(&live.lock);
+  bool found = false;
+  for (std::size_t i = 0; i < live.count && !found; ++i) found = live.ids[i] == id;
+  if (!found) {
+    pthread_mutex_unlock(&live.lock);
+    return false;
+  }
+  auto out = f();
+  pthread_mutex_unlock(&live.lock);
+  return out;
+}
+
 }  // namespace cudamem::detail
 // cudamem: the move-only ownership every RAII type of the library shares. Internal: include a public header instead.
 
@@ -98,230 +520,50 @@ class unique_handle {
 
 }  // namespace cudamem::detail
 /// \file
-/// Memory resources (the stream-first interface of CCCL's cuda::mr and RMM) and `resource_ref<K>`, which buffers keep.
+/// Devices: `device_id`, the current device, the RAII `device_guard`, and cached `max_pitch` and `compute_capability`.
+///
+///     device_id(ordinal), device_id::host(); get(), is_host()    an ordinal, trivially copyable, ==
+///     result<int> device_count();  result<device_id> current_device();  status set_current_device(id)
+///     device_guard::set(id), device_guard::keep_current()        RAII: the previous device comes back
+///     result<std::size_t> max_pitch(id);  result<int> compute_capability(id)   cached per device
 
-// cudamem: keeping the library's own calls out of the user's stream captures. Internal.
+// cudamem: `device_id`, on its own, for the view headers (ptr, span), which need the type and none of device.hpp's
+// functions: device.hpp instantiates result<int>, result<device_id> and device_guard, which every kernel-only
+// translation unit would otherwise compile three times (cudafe++, cicc, the host compiler). Include
+// <cudamem/device.hpp>.
 
-// Internal: hot-path stream and event calls through the driver (loaded at run time), else the runtime: decisions.md.
-
-// cudamem: configuration shared by every header. Internal: include a public header instead.
-
-#include <cuda_runtime_api.h>
-#define CUDAMEM_VERSION_MAJOR 0
-#define CUDAMEM_VERSION_MINOR 1
-#define CUDAMEM_VERSION_PATCH 0
-#define CUDAMEM_VERSION (CUDAMEM_VERSION_MAJOR * 10000 + CUDAMEM_VERSION_MINOR * 100 + CUDAMEM_VERSION_PATCH)
-#if __cplusplus < 202002L
-#error "cudamem needs C++20 (-std=c++20)"
-#endif
-#if defined(__CUDACC__)  // the execution-space annotation of what runs on both sides, for nvcc and plain compilers
-#define CUDAMEM_HD __host__ __device__
-#else
-#define CUDAMEM_HD
-#endif
-// CUDAMEM_ASSERT(condition, message), for hot paths: a debug failure prints, then aborts or traps; NDEBUG: nothing.
-#if defined(NDEBUG)
-#define CUDAMEM_ASSERT(condition, message) ((void)0)
-#else
-#include <cstdio>
-#include <cstdlib>
-namespace cudamem::detail {
-[[noreturn]] CUDAMEM_HD inline void assertion_failed(const char* condition, const char* message, const char* file,
-                                                     int line) noexcept {
-#if defined(__CUDA_ARCH__)
-  printf("%s:%d: cudamem assertion failed: %s (%s)\n", file, line, condition, message);
-  __trap();
-#else
-  std::fprintf(stderr, "%s:%d: cudamem assertion failed: %s (%s)\n", file, line, condition, message);
-  std::abort();
-#endif
-}
-}  // namespace cudamem::detail
-#define CUDAMEM_ASSERT(condition, message) \
-  ((condition) ? (void)0 : ::cudamem::detail::assertion_failed(#condition, message, __FILE__, __LINE__))
-#endif
-
-#include <cuda.h>
-
-#include <type_traits>
-
-namespace cudamem::detail {
-
-static_assert(int{CU_STREAM_CAPTURE_STATUS_ACTIVE} == int{cudaStreamCaptureStatusActive} &&
-              int{CU_STREAM_CAPTURE_MODE_RELAXED} == int{cudaStreamCaptureModeRelaxed});
-
-struct driver_calls {
-  CUresult (*stream_is_capturing)(CUstream, CUstreamCaptureStatus*) = nullptr;
-  CUresult (*stream_get_id)(CUstream, unsigned long long*) = nullptr;
-  CUresult (*exchange_capture_mode)(CUstreamCaptureMode*) = nullptr;
-  CUresult (*event_record)(CUevent, CUstream) = nullptr;
-  CUresult (*event_query)(CUevent) = nullptr;
-};
-
-// One table per default-stream flavour; out of line, so that driver_table() inlines to the check of its guard.
-template <bool PerThread>
-[[gnu::noinline]] driver_calls load_driver_table() noexcept {
-  driver_calls t;
-  const cudaError_t earlier = cudaPeekAtLastError();
-  auto load = [](const char* name, auto& f) {
-    void* p = nullptr;
-    cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
-    const unsigned long long flags = PerThread ? cudaEnablePerThreadDefaultStream : cudaEnableDefault;
-    if (cudaGetDriverEntryPointByVersion(name, &p, 12000, flags, &found) == cudaSuccess &&
-        found == cudaDriverEntryPointSuccess)
-      f = reinterpret_cast<std::remove_reference_t<decltype(f)>>(p);
-  };
-  load("cuStreamIsCapturing", t.stream_is_capturing);
-  load("cuStreamGetId", t.stream_get_id);
-  load("cuThreadExchangeStreamCaptureMode", t.exchange_capture_mode);
-  load("cuEventRecord", t.event_record);
-  load("cuEventQuery", t.event_query);
-  if (earlier == cudaSuccess) (void)cudaGetLastError();  // a failed lookup's own error, not the caller's
-  return t;
-}
-template <bool PerThread>
-[[gnu::always_inline]] inline const driver_calls& driver_table() noexcept {
-  static const driver_calls table = load_driver_table<PerThread>();
-  return table;
-}
-#if defined(CUDA_API_PER_THREAD_DEFAULT_STREAM)
-inline const driver_calls& driver() noexcept { return driver_table<true>(); }
-#else
-inline const driver_calls& driver() noexcept { return driver_table<false>(); }
-#endif
-
-/// Whether the driver answered cuStreamIsCapturing for `s` (into `status`); false: ask the runtime, for its error.
-inline bool driver_capture_status(cudaStream_t s, CUstreamCaptureStatus& status) noexcept {
-  const auto f = driver().stream_is_capturing;
-  return f != nullptr && f(s, &status) == CUDA_SUCCESS;
-}
-/// The runtime calls below, through the driver where it answers.
-inline cudaError_t stream_capture_status(cudaStream_t s, cudaStreamCaptureStatus* status) noexcept {
-  CUstreamCaptureStatus st{};
-  if (!driver_capture_status(s, st)) return cudaStreamIsCapturing(s, status);
-  *status = static_cast<cudaStreamCaptureStatus>(st);
-  return cudaSuccess;
-}
-inline cudaError_t stream_unique_id(cudaStream_t s, unsigned long long* id) noexcept {
-  const auto f = driver().stream_get_id;
-  return f != nullptr && f(s, id) == CUDA_SUCCESS ? cudaSuccess : cudaStreamGetId(s, id);
-}
-inline cudaError_t exchange_capture_mode(cudaStreamCaptureMode* mode) noexcept {
-  const auto f = driver().exchange_capture_mode;
-  if (f != nullptr && f(reinterpret_cast<CUstreamCaptureMode*>(mode)) == CUDA_SUCCESS) return cudaSuccess;
-  return cudaThreadExchangeStreamCaptureMode(mode);
-}
-inline cudaError_t record_event(cudaEvent_t e, cudaStream_t s) noexcept {
-  const auto f = driver().event_record;
-  return f != nullptr && f(e, s) == CUDA_SUCCESS ? cudaSuccess : cudaEventRecord(e, s);
-}
-inline cudaError_t query_event(cudaEvent_t e) noexcept {  // not-ready: cudaErrorNotReady, never stored by the runtime
-  const auto f = driver().event_query;
-  if (f != nullptr) {
-    const CUresult r = f(e);
-    if (r == CUDA_SUCCESS) return cudaSuccess;
-    if (r == CUDA_ERROR_NOT_READY) return cudaErrorNotReady;
-  }
-  return cudaEventQuery(e);
-}
-
-}  // namespace cudamem::detail
-
-namespace cudamem::detail {
-
-/// Relaxed stream-capture mode for the calling thread while it lives: the library's synchronous calls belong to no
-/// capture, and a global or thread-local one would refuse them as unsafe, invalidating itself (PyTorch does the same).
-class relaxed_capture_scope {
- public:
-  relaxed_capture_scope() noexcept { (void)exchange_capture_mode(&mode_); }
-  ~relaxed_capture_scope() { (void)exchange_capture_mode(&mode_); }
-  relaxed_capture_scope(const relaxed_capture_scope&) = delete;
-  relaxed_capture_scope& operator=(const relaxed_capture_scope&) = delete;
-
- private:
-  cudaStreamCaptureMode mode_ = cudaStreamCaptureModeRelaxed;
-};
-
-}  // namespace cudamem::detail
-/// \file
-/// Memory kinds as types, their traits, and the copy rules between them, in one place.
-
-
-#include <type_traits>
 
 namespace cudamem {
 
-/// Pageable host memory (new, malloc, std::vector): host code only, and only synchronous copies and fills.
-struct host {
-  static constexpr bool host_accessible = true;     ///< host code may read and write it
-  static constexpr bool device_accessible = false;  ///< kernels may not
-  static constexpr bool page_locked = false;        ///< pageable: no stream-ordered copies or fills
-  static constexpr const char* name = "host";       ///< the kind's name, for messages
+/// A CUDA device ordinal, or host() (cudaCpuDeviceId) for host memory. A plain value: not checked until used.
+class device_id {
+ public:
+  constexpr device_id() noexcept = default;  ///< Device 0.
+  CUDAMEM_HD constexpr explicit device_id(int ordinal) noexcept : ordinal_(ordinal) {}  ///< Device `ordinal`.
+  CUDAMEM_HD static constexpr device_id host() noexcept { return device_id(cudaCpuDeviceId); }  ///< Host memory's.
+  CUDAMEM_HD constexpr int get() const noexcept { return ordinal_; }  ///< The ordinal, as CUDA takes it.
+  CUDAMEM_HD constexpr bool is_host() const noexcept { return ordinal_ == cudaCpuDeviceId; }  ///< Is it host()?
+  friend constexpr bool operator==(device_id, device_id) noexcept = default;  ///< Equal when the ordinals are.
+
+ private:
+  int ordinal_ = 0;
 };
-/// Page-locked host memory (cudaMallocHost, or host_register), mapped for kernels too (zero-copy).
-struct pinned {
-  static constexpr bool host_accessible = true;    ///< host code may read and write it
-  static constexpr bool device_accessible = true;  ///< kernels may too, through the mapping
-  static constexpr bool page_locked = true;        ///< may take part in stream-ordered copies and fills
-  static constexpr const char* name = "pinned";    ///< the kind's name, for messages
-};
-/// Device memory (cudaMalloc, cudaMallocAsync). Not readable from the host.
-struct device {
-  static constexpr bool host_accessible = false;   ///< host code may not touch it
-  static constexpr bool device_accessible = true;  ///< kernels may read and write it
-  static constexpr bool page_locked = true;        ///< not pageable: stream-ordered copies and fills take it
-  static constexpr const char* name = "device";    ///< the kind's name, for messages
-};
-/// Managed (unified) memory, migrated on demand; readable from both sides.
-struct managed {
-  static constexpr bool host_accessible = true;    ///< host code may read and write it
-  static constexpr bool device_accessible = true;  ///< kernels may too
-  static constexpr bool page_locked = true;        ///< not pageable: stream-ordered copies and fills take it
-  static constexpr const char* name = "managed";   ///< the kind's name, for messages
-};
-/// Satisfied by the four kinds above and nothing else.
-template <class K>
-concept memory_kind =
-    std::is_same_v<K, host> || std::is_same_v<K, pinned> || std::is_same_v<K, device> || std::is_same_v<K, managed>;
-template <memory_kind K>
-inline constexpr bool stream_orderable = K::page_locked;  ///< May K be in stream-ordered copies and fills? Not host.
-/// Whether a view of kind From may be used where kind To is asked: the same kind, or pinned as host. Never narrows.
-template <memory_kind From, memory_kind To>
-inline constexpr bool kind_convertible =
-    std::is_same_v<From, To> || (std::is_same_v<From, pinned> && std::is_same_v<To, host>);
-/// The cudaMemcpyKind of a copy into Dst from Src; cudaMemcpyDefault (the driver decides) with managed memory.
-template <memory_kind Dst, memory_kind Src>
-inline constexpr cudaMemcpyKind copy_direction =
-    std::is_same_v<Dst, managed> || std::is_same_v<Src, managed> ? cudaMemcpyDefault
-    : Dst::host_accessible && Src::host_accessible               ? cudaMemcpyHostToHost
-    : Dst::host_accessible                                       ? cudaMemcpyDeviceToHost
-    : Src::host_accessible                                       ? cudaMemcpyHostToDevice
-                                                                 : cudaMemcpyDeviceToDevice;
-namespace detail {
-enum class kind_id : unsigned char { host, pinned, device, managed };  // a kind as a run-time value, for the engine
-template <memory_kind K>
-inline constexpr kind_id kind_id_of = std::is_same_v<K, host>     ? kind_id::host
-                                      : std::is_same_v<K, pinned> ? kind_id::pinned
-                                      : std::is_same_v<K, device> ? kind_id::device
-                                                                  : kind_id::managed;
-}  // namespace detail
+
 }  // namespace cudamem
-/// \file
-/// Streams and events: owning, move-only `stream` and `event`, and non-owning, copyable `stream_ref` and `event_ref`.
-
-/// \file
-/// Devices: `device_id`, the current device, the RAII `device_guard`, and cached `max_pitch` and `compute_capability`.
-
 /// \file
 /// Errors and results: every fallible call returns `result<T>` (a subset of std::expected<T, error>) or `status`
 /// (`result<void>`); nothing throws. Also check_launch, the release handler and CUDAMEM_TRY.
+///
+///     errc, error_domain; to_string(errc), to_string(error_domain)
+///     error: code(), domain(), native_code(), cuda_status(), api(), call(), message(), is_sticky(), with_api(api)
+///     result<T>: has_value(), value(), error(), value_or, and_then, transform, or_else, transform_error (as expected)
+///     status = result<void>                what a fallible call that produces nothing returns
+///     CUDAMEM_TRY(expr)                    returns the error of a failed result or status
+///     status check_launch(kernel_name)     a launch's error, after <<<>>>
+///     set_release_handler(handler)         where destructors' failed releases go (default: print)
 
 
-#include <cstdarg>
 #include <cstddef>
-#include <cstdio>
-#include <cstdlib>
-#include <cstring>
 #include <initializer_list>
 #include <new>
 #include <type_traits>
@@ -379,25 +621,10 @@ class error {
       : error(error_domain::cuda, static_cast<int>(status), api, cuda_call, cudaGetErrorName(status),
               cudaGetErrorString(status)) {}
   /// Misuse caught by the library function `api` (null reads "cudamem"), described printf-style.
-  [[gnu::format(printf, 4, 5), gnu::cold]] error(errc code, const char* api, const char* fmt, ...) noexcept
-      : domain_(error_domain::library), native_(static_cast<int>(code)) {
-    if (api == nullptr) api = "cudamem";
-    start(api, api);
-    std::va_list args;
-    va_start(args, fmt);
-    vappend(fmt, args);
-    va_end(args);
-  }
+  [[gnu::format(printf, 4, 5), gnu::cold]] error(errc code, const char* api, const char* fmt, ...) noexcept;
   /// An error another library (NCCL) reported from `call` in `api`: "api: call: name: description" (null: left out).
   [[gnu::cold]] error(error_domain domain, int native_code, const char* api, const char* call, const char* name,
-                      const char* description) noexcept
-      : domain_(domain), native_(native_code) {
-    if (call == nullptr) call = "?";
-    start(api, call);
-    append("%s", call);
-    if (name != nullptr) append(": %s", name);
-    if (description != nullptr) append(": %s", description);
-  }
+                      const char* description) noexcept;
   [[nodiscard]] error_domain domain() const noexcept { return domain_; }  ///< Who reported it: library, cuda, nccl.
   [[nodiscard]] int native_code() const noexcept { return native_; }  ///< Its cudaError_t, ncclResult_t or errc.
   /// errc::cuda, errc::nccl, or what cudamem caught (the native code).
@@ -413,13 +640,7 @@ class error {
   [[nodiscard]] const char* message() const noexcept { return text_; }  ///< One line: which call failed, and why.
   [[nodiscard]] bool is_sticky() const noexcept { return is_sticky_status(cuda_status()); }  ///< Context lost.
   /// This error, naming the api `outer_api`.
-  [[nodiscard]] error with_api(const char* outer_api) const noexcept {
-    error outer = *this;
-    if (outer_api == nullptr && domain_ == error_domain::library) outer_api = "cudamem";
-    outer.start(outer_api, domain_ == error_domain::library ? outer_api : call_);
-    outer.append("%s", text_ + detail_offset_);
-    return outer;
-  }
+  [[nodiscard]] error with_api(const char* outer_api) const noexcept;
   /// Whether a CUDA status corrupts the context: the process must be restarted to use CUDA again.
   [[nodiscard]] static constexpr bool is_sticky_status(cudaError_t s) noexcept {
     return s == cudaErrorIllegalAddress || s == cudaErrorLaunchFailure || s == cudaErrorHardwareStackError ||
@@ -440,28 +661,10 @@ class error {
 
  private:
   // Copies the names (max_name characters) and begins the message with "api: "; with_api keeps the rest.
-  void start(const char* api, const char* call) noexcept {
-    has_api_ = api != nullptr;
-    std::snprintf(api_, sizeof api_, "%s", api != nullptr ? api : "");
-    std::snprintf(call_, sizeof call_, "%s", call != nullptr ? call : "");
-    length_ = 0, text_[0] = '\0';
-    if (api != nullptr) append("%s: ", api);
-    detail_offset_ = static_cast<unsigned short>(length_);
-  }
-  [[gnu::format(printf, 2, 3)]] void append(const char* fmt, ...) noexcept {
-    std::va_list args;
-    va_start(args, fmt);
-    vappend(fmt, args);
-    va_end(args);
-  }
+  void start(const char* api, const char* call) noexcept;
+  [[gnu::format(printf, 2, 3)]] void append(const char* fmt, ...) noexcept;
   // Appends to the message; one that gets too long is cut and ends in "...".
-  [[gnu::format(printf, 2, 0)]] void vappend(const char* fmt, std::va_list args) noexcept {
-    if (length_ >= max_message) return;
-    const int written = std::vsnprintf(text_ + length_, sizeof text_ - length_, fmt, args);
-    if (written < 0) return;
-    length_ += static_cast<std::size_t>(written);
-    if (length_ > max_message) length_ = max_message, std::memcpy(text_ + max_message - 3, "...", 3);
-  }
+  [[gnu::format(printf, 2, 0)]] void vappend(const char* fmt, __builtin_va_list args) noexcept;
   error_domain domain_;
   bool has_api_ = false;
   unsigned short detail_offset_ = 0;  // where the message continues after "api: "
@@ -472,6 +675,67 @@ class error {
   char text_[max_message + 1] = {};
 };
 static_assert(std::is_trivially_copyable_v<error>);
+}  // namespace cudamem
+
+// The formatting of errors and the messages of misuse are host code: nvcc's device pass (which defines __CUDA_ARCH__
+// and compiles no host function) sees their declarations only, and not the C headers they use.
+#if !defined(__CUDA_ARCH__)
+#include <cstdarg>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+namespace cudamem {
+inline error::error(errc code, const char* api, const char* fmt, ...) noexcept
+    : domain_(error_domain::library), native_(static_cast<int>(code)) {
+  if (api == nullptr) api = "cudamem";
+  start(api, api);
+  std::va_list args;
+  va_start(args, fmt);
+  vappend(fmt, args);
+  va_end(args);
+}
+inline error::error(error_domain domain, int native_code, const char* api, const char* call, const char* name,
+                    const char* description) noexcept
+    : domain_(domain), native_(native_code) {
+  if (call == nullptr) call = "?";
+  start(api, call);
+  append("%s", call);
+  if (name != nullptr) append(": %s", name);
+  if (description != nullptr) append(": %s", description);
+}
+inline error error::with_api(const char* outer_api) const noexcept {
+  error outer = *this;
+  if (outer_api == nullptr && domain_ == error_domain::library) outer_api = "cudamem";
+  outer.start(outer_api, domain_ == error_domain::library ? outer_api : call_);
+  outer.append("%s", text_ + detail_offset_);
+  return outer;
+}
+inline void error::start(const char* api, const char* call) noexcept {
+  has_api_ = api != nullptr;
+  std::snprintf(api_, sizeof api_, "%s", api != nullptr ? api : "");
+  std::snprintf(call_, sizeof call_, "%s", call != nullptr ? call : "");
+  length_ = 0, text_[0] = '\0';
+  if (api != nullptr) append("%s: ", api);
+  detail_offset_ = static_cast<unsigned short>(length_);
+}
+inline void error::append(const char* fmt, ...) noexcept {
+  std::va_list args;
+  va_start(args, fmt);
+  vappend(fmt, args);
+  va_end(args);
+}
+inline void error::vappend(const char* fmt, std::va_list args) noexcept {
+  if (length_ >= max_message) return;
+  const int written = std::vsnprintf(text_ + length_, sizeof text_ - length_, fmt, args);
+  if (written < 0) return;
+  length_ += static_cast<std::size_t>(written);
+  if (length_ > max_message) length_ = max_message, std::memcpy(text_ + max_message - 3, "...", 3);
+}
+}  // namespace cudamem
+#endif
+
+namespace cudamem {
 /// Tag type for constructing a result that holds an error, as std::unexpect_t.
 struct unexpect_t {
   explicit unexpect_t() = default;  ///< Explicit, so that `{}` never converts to the tag by accident.
@@ -487,6 +751,10 @@ template <class T>
 inline constexpr bool is_result<result<T>> = true;
 template <class U, class... Types>  // U, without reference and cv, is one of Types
 inline constexpr bool is_any_of = (std::is_same_v<std::remove_cvref_t<U>, Types> || ...);
+// What value() and operator* of an rvalue result<T> give: T, moved out, so that a reference bound to it extends the
+// life of a temporary (std::expected gives T&&, which dangles once the result goes); T&& for a T that cannot move.
+template <class T>
+using moved_out_t = std::conditional_t<std::is_move_constructible_v<T>, T, T&&>;
 // std::invoke without <functional> (costlier to compile than this header): callables and member pointers.
 template <class F, class Arg>
 decltype(auto) invoke(F&& f, Arg&& arg) {
@@ -502,11 +770,7 @@ decltype(auto) invoke(F&& f, Arg&& arg) {
   }
 }
 // Reading what a result does not hold (value(), always; operator* and error(), in debug builds) aborts.
-[[noreturn, gnu::cold]] inline void bad_result_access(const char* what, const error* failure) noexcept {
-  if (failure != nullptr) std::fprintf(stderr, "cudamem: %s called on an error: %s\n", what, failure->message());
-  else std::fprintf(stderr, "cudamem: %s called on a success\n", what);
-  std::abort();
-}
+[[noreturn, gnu::cold]] void bad_result_access(const char* what, const error* failure) noexcept;
 // Tags of result<T>'s private constructors: from another result; from a function's value, made in place.
 struct from_result_t {};
 struct from_invoke_t {};
@@ -747,15 +1011,20 @@ class CUDAMEM_DETAIL_NODISCARD_RESULT result : public detail::result_base<result
     other.become_value(std::move(value_));
     *this = held;
   }
-  /// The value. On an error, prints the message and aborts, in every build (std::expected throws).
+  /// The value. On an error, prints the message and aborts, in every build (std::expected throws). An rvalue result
+  /// gives its value by value, moved out (std::expected: T&&), so `const T& v = *make();` does not dangle.
   [[nodiscard]] T& value() & noexcept { return check_value(), value_; }
   [[nodiscard]] const T& value() const& noexcept { return check_value(), value_; }  ///< \overload
-  [[nodiscard]] T&& value() && noexcept { return check_value(), std::move(value_); }  ///< \overload
+  [[nodiscard]] detail::moved_out_t<T> value() && noexcept(std::is_nothrow_move_constructible_v<T>) {
+    return check_value(), std::move(value_);
+  }  ///< \overload
   [[nodiscard]] const T&& value() const&& noexcept { return check_value(), std::move(value_); }  ///< \overload
-  /// The value. Precondition: has_value() (checked with an abort in debug builds only).
+  /// The value. Precondition: has_value() (checked with an abort in debug builds only). Rvalues: as value().
   [[nodiscard]] T& operator*() & noexcept { return assert_value(), value_; }
   [[nodiscard]] const T& operator*() const& noexcept { return assert_value(), value_; }  ///< \overload
-  [[nodiscard]] T&& operator*() && noexcept { return assert_value(), std::move(value_); }  ///< \overload
+  [[nodiscard]] detail::moved_out_t<T> operator*() && noexcept(std::is_nothrow_move_constructible_v<T>) {
+    return assert_value(), std::move(value_);
+  }  ///< \overload
   [[nodiscard]] const T&& operator*() const&& noexcept { return assert_value(), std::move(value_); }  ///< \overload
   /// A pointer to the value. Precondition: has_value() (checked with an abort in debug builds only).
   [[nodiscard]] T* operator->() noexcept { return __builtin_addressof(**this); }
@@ -837,9 +1106,7 @@ class CUDAMEM_DETAIL_NODISCARD_RESULT result : public detail::result_base<result
 using status = result<void>;  ///< What a fallible operation that produces no value returns: success, or an error.
 using release_handler = void (*)(const error&) noexcept;  ///< Called with a destructor's failed release (cudaFree...).
 namespace detail {
-inline void default_release_handler(const error& failure) noexcept {
-  std::fprintf(stderr, "cudamem: release failed: %s\n", failure.message());
-}
+void default_release_handler(const error& failure) noexcept;
 // The handler, one per process; null (never a pointer into a library since unloaded) selects the default.
 struct CUDAMEM_DETAIL_PROCESS_WIDE release_handler_slot {
   release_handler handler = nullptr;
@@ -886,6 +1153,19 @@ inline void check_release(cudaError_t code, const char* cuda_call) noexcept {
 
 }  // namespace cudamem
 
+#if !defined(__CUDA_ARCH__)  // host code, as error's members above
+namespace cudamem::detail {
+[[noreturn]] inline void bad_result_access(const char* what, const error* failure) noexcept {
+  if (failure != nullptr) std::fprintf(stderr, "cudamem: %s called on an error: %s\n", what, failure->message());
+  else std::fprintf(stderr, "cudamem: %s called on a success\n", what);
+  std::abort();
+}
+inline void default_release_handler(const error& failure) noexcept {
+  std::fprintf(stderr, "cudamem: release failed: %s\n", failure.message());
+}
+}  // namespace cudamem::detail
+#endif
+
 /// `CUDAMEM_TRY(copy(a, b));` evaluates its argument once; an error in it is returned from the caller.
 #define CUDAMEM_TRY(...)                                                             \
   do {                                                                               \
@@ -897,20 +1177,6 @@ inline void check_release(cudaError_t code, const char* cuda_call) noexcept {
 #include <type_traits>
 
 namespace cudamem {
-
-/// A CUDA device ordinal, or host() (cudaCpuDeviceId) for host memory. A plain value: not checked until used.
-class device_id {
- public:
-  constexpr device_id() noexcept = default;  ///< Device 0.
-  CUDAMEM_HD constexpr explicit device_id(int ordinal) noexcept : ordinal_(ordinal) {}  ///< Device `ordinal`.
-  CUDAMEM_HD static constexpr device_id host() noexcept { return device_id(cudaCpuDeviceId); }  ///< Host memory's.
-  CUDAMEM_HD constexpr int get() const noexcept { return ordinal_; }  ///< The ordinal, as CUDA takes it.
-  CUDAMEM_HD constexpr bool is_host() const noexcept { return ordinal_ == cudaCpuDeviceId; }  ///< Is it host()?
-  friend constexpr bool operator==(device_id, device_id) noexcept = default;  ///< Equal when the ordinals are.
-
- private:
-  int ordinal_ = 0;
-};
 
 /// The number of visible devices. Errors: cudaGetDeviceCount's (cudaErrorNoDevice, cudaErrorInsufficientDriver, ...).
 [[nodiscard]] inline result<int> device_count() noexcept {
@@ -1014,12 +1280,8 @@ class device_guard {
 
 }  // namespace cudamem
 
-#include <algorithm>
-#include <atomic>
 #include <cstddef>
 #include <cstdint>
-#include <mutex>
-#include <vector>
 
 namespace cudamem {
 
@@ -1044,70 +1306,50 @@ inline result<bool> query_result(cudaError_t code, const char* api, const char* 
 /// capture_active (saying `why`) when work on `handle` joins a capture: its own, or a blocking stream's if legacy.
 inline status refuse_capture(cudaStream_t handle, const char* api, const char* why) noexcept {
   cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-  if (CUstreamCaptureStatus st{}; driver_capture_status(handle, st)) {
-    capture = static_cast<cudaStreamCaptureStatus>(st);
-  } else if (const cudaError_t earlier = cudaPeekAtLastError(), code = cudaStreamIsCapturing(handle, &capture);
-             code == cudaErrorStreamCaptureImplicit) {
-    if (earlier == cudaSuccess) (void)cudaGetLastError();  // the query's own error; a user's earlier one stays
-    capture = cudaStreamCaptureStatusActive;
-  } else {
-    CUDAMEM_TRY(check(code, api, "cudaStreamIsCapturing"));
+  if (!driver_capture_status(handle, capture)) {
+    const cudaError_t earlier = cudaPeekAtLastError(), code = cudaStreamIsCapturing(handle, &capture);
+    if (code == cudaErrorStreamCaptureImplicit) {
+      if (earlier == cudaSuccess) (void)cudaGetLastError();  // the query's own error; a user's earlier one stays
+      capture = cudaStreamCaptureStatusActive;
+    } else {
+      CUDAMEM_TRY(check(code, api, "cudaStreamIsCapturing"));
+    }
   }
   if (capture != cudaStreamCaptureStatusNone) return error(errc::capture_active, api, "%s", why);
   return {};
 }
-/// Counts stream objects taking or giving up handles: CUDA reuses them, so handle-keyed state rechecks on a change.
-struct CUDAMEM_DETAIL_PROCESS_WIDE streams_disowned {
-  std::atomic<std::uint64_t> count{0};
-};
-inline std::atomic<std::uint64_t>& disowned_count() noexcept { return process_wide<streams_disowned>().count; }
-/// Live stream objects' handles, each taken off under `lock` before it is destroyed or given up (docs/decisions.md).
-struct CUDAMEM_DETAIL_PROCESS_WIDE streams_owned {
-  std::mutex lock;
-  std::vector<cudaStream_t> owned;
-};
-/// Lists a stream object's handle as owned (`begins`) or takes it off. No CUDA call: tests adopt made-up handles.
-inline void own_stream(cudaStream_t handle, bool begins) noexcept {
-  streams_owned& streams = process_wide<streams_owned>();
-  {
-    const std::lock_guard<std::mutex> lock(streams.lock);
-    std::erase(streams.owned, handle);
-    if (begins) streams.owned.push_back(handle);
-  }
-  disowned_count().fetch_add(1, std::memory_order_acq_rel);
-}
-/// `f()` under the lock while a stream object owns `handle` (so it stays valid), else false. `f` must not create,
-/// destroy or release a stream object, nor report to the release handler (whose code might).
-template <class F>
-auto while_owned(cudaStream_t handle, F&& f) noexcept -> decltype(f()) {
-  streams_owned& streams = process_wide<streams_owned>();
-  const std::lock_guard<std::mutex> lock(streams.lock);
-  if (std::ranges::find(streams.owned, handle) == streams.owned.end()) return false;
-  return f();
-}
 struct stream_handle {  // what a stream owns; a moved-from stream holds invalid_stream()
   using type = cudaStream_t;
   static type empty() noexcept { return invalid_stream(); }
-  static void release(type handle) noexcept {
-    own_stream(handle, false);
-    check_release(cudaStreamDestroy(handle), "cudaStreamDestroy");
-  }
+  static void release(type handle) noexcept { check_release(cudaStreamDestroy(handle), "cudaStreamDestroy"); }
 };
 struct event_handle {  // what an event owns; a moved-from event holds null
   using type = cudaEvent_t;
   static type empty() noexcept { return nullptr; }
   static void release(type handle) noexcept { check_release(cudaEventDestroy(handle), "cudaEventDestroy"); }
 };
-bool from_owner(stream_ref s) noexcept;
+inline constexpr unsigned long long no_stream_id = ~0ull;  // a stream_ref not made by a stream object
+/// cudaStreamGetId of `handle` into `id`, through the driver, unless it is capturing (then success, `id` untouched:
+/// CUDA does not name a capturing stream). A failed query's error is cleared unless sticky; a user's earlier one stays.
+inline cudaError_t id_unless_capturing(cudaStream_t handle, unsigned long long& id) noexcept {
+  const cudaError_t earlier = cudaPeekAtLastError();
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  cudaError_t code = stream_capture_status(handle, &capture);
+  if (code == cudaSuccess && capture == cudaStreamCaptureStatusNone) code = stream_unique_id(handle, &id);
+  if (code != cudaSuccess && earlier == cudaSuccess && !error::is_sticky_status(code)) (void)cudaGetLastError();
+  return code;
+}
+struct stream_identity;  // what the caching pool and the allocator registry read of a stream_ref
 }  // namespace detail
 
 /// A non-owning reference to a CUDA stream and, where known, its device (CUDA cannot name a capturing stream's); the
 /// default streams, legacy() (it synchronizes with blocking streams) and the calling thread's per_thread(), are the
-/// current device's. Members fail with invalid_argument after a move, and with CUDA's errors.
+/// current device's. A stream object's ref() also carries its stream's cudaStreamGetId, so the caching pool and the
+/// allocator registry know it without asking CUDA. Members fail with invalid_argument after a move, and CUDA's errors.
 class stream_ref {
  public:
-  stream_ref() noexcept = default;      ///< The legacy default stream of the current device, as legacy().
-  stream_ref(int) = delete;             ///< Refused: an integer is not a stream; write stream_ref::legacy().
+  stream_ref() noexcept = default;  ///< The legacy default stream of the current device, as legacy().
+  stream_ref(int) = delete;  ///< Refused: an integer is not a stream; write stream_ref::legacy().
   stream_ref(std::nullptr_t) = delete;  ///< Refused: write stream_ref::legacy() or stream_ref::per_thread().
   /// Refers to a handle the caller keeps alive (null: the build's default stream); device() asks CUDA. Not checked.
   [[nodiscard]] static stream_ref from_native_handle(cudaStream_t handle) noexcept { return stream_ref(handle); }
@@ -1159,8 +1401,9 @@ class stream_ref {
     CUDAMEM_TRY(detail::check(cudaStreamGetDevice(handle_, &ordinal), api, "cudaStreamGetDevice"));
     return device_id(ordinal);
   }
-  explicit stream_ref(cudaStream_t handle, int device = unknown_device, bool from_owner = false) noexcept
-      : handle_(handle), device_(device), from_owner_(from_owner) {}
+  explicit stream_ref(cudaStream_t handle, int device = unknown_device,
+                      unsigned long long id = detail::no_stream_id) noexcept
+      : handle_(handle), device_(device), id_(id) {}
   [[nodiscard]] status usable_outside_capture(const char* api) const noexcept {
     if (!valid()) return detail::handle_moved_from(api, "stream");
     return detail::refuse_capture(
@@ -1168,12 +1411,12 @@ class stream_ref {
         "the stream's work belongs to a graph capture in progress; waiting for it would invalidate the capture");
   }
   friend class stream;
-  friend bool detail::from_owner(stream_ref) noexcept;
+  friend struct detail::stream_identity;
   cudaStream_t handle_ = cudaStreamLegacy;
   int device_ = unknown_device;  // the ordinal, when known
-  bool from_owner_ = false;  // made by a live stream object's ref(): its handle's reuse is counted
+  // cudaStreamGetId of a stream object's stream (never repeated in a process, unlike handles), else no_stream_id
+  unsigned long long id_ = detail::no_stream_id;
 };
-inline bool detail::from_owner(stream_ref s) noexcept { return s.from_owner_; }
 
 /// A non-owning reference to a CUDA event; an event converts to it, never the reverse. Errors as stream_ref's.
 class event_ref {
@@ -1229,21 +1472,28 @@ class stream {
     const unsigned flags = options.non_blocking ? cudaStreamNonBlocking : cudaStreamDefault;
     const cudaError_t code = cudaStreamCreateWithPriority(&handle, flags, options.priority);
     CUDAMEM_TRY(detail::check(code, "stream::create", "cudaStreamCreateWithPriority"));
-    return stream(handle, id);
+    stream made(handle, id, detail::no_stream_id);  // destroys the stream if the id cannot be had
+    CUDAMEM_TRY(detail::check(detail::stream_unique_id(handle, &made.id_), "stream::create", "cudaStreamGetId"));
+    detail::stream_lives(made.id_, true);
+    return made;
   }
   /// As create(device_id, stream_options), on the current device.
   [[nodiscard]] static result<stream> create(stream_options options = {}) noexcept {
     auto id = current_device();
     return id ? create(*id, options) : id.error().with_api("stream::create");
   }
-  /// Takes ownership of a handle created on `id`. Errors: invalid_argument for a default stream (never owned).
+  /// Takes ownership of a handle created on `id`; not checked. Errors: invalid_argument for a default stream (never
+  /// owned). It records the stream's id if CUDA names it (not while it is capturing, nor for a handle CUDA rejects):
+  /// without one, the caching pool and the allocator registry ask CUDA as for a from_native_handle reference.
   [[nodiscard]] static result<stream> adopt(cudaStream_t handle, device_id id) noexcept {
     if (detail::is_default_stream(handle))
       return error(errc::invalid_argument, "stream::adopt", "a default stream cannot be owned");
-    return stream(handle, id);
+    unsigned long long stream_id = detail::no_stream_id;
+    if (detail::id_unless_capturing(handle, stream_id) != cudaSuccess) stream_id = detail::no_stream_id;
+    return stream(handle, id, stream_id);
   }
   /// A reference that knows this stream's device; it must not outlive the stream. Invalid after a move.
-  [[nodiscard]] stream_ref ref() const& noexcept { return stream_ref(handle_.get(), device_.get(), true); }
+  [[nodiscard]] stream_ref ref() const& noexcept { return stream_ref(handle_.get(), device_.get(), id_); }
   stream_ref ref() const&& = delete;  ///< Refused: it would dangle once the statement ends.
   operator stream_ref() const& noexcept { return ref(); }  ///< As ref().
   operator stream_ref() const&& = delete;  ///< Refused, as ref() of a temporary.
@@ -1252,19 +1502,37 @@ class stream {
   [[nodiscard]] bool valid() const noexcept { return handle_.valid(); }  ///< False after a move or release().
   /// Gives up ownership: the caller destroys the returned handle. The stream is moved-from after.
   [[nodiscard]] cudaStream_t release() noexcept {
-    if (handle_.valid()) detail::own_stream(handle_.get(), false);
+    detail::stream_lives(std::exchange(id_, detail::no_stream_id), false);
     return handle_.release();
   }
+  stream(stream&& other) noexcept
+      : handle_(std::move(other.handle_)),
+        device_(other.device_),
+        id_(std::exchange(other.id_, detail::no_stream_id)) {}
+  /// Destroys this stream (as the destructor), then takes over `other`'s.
+  stream& operator=(stream&& other) noexcept {
+    if (this != &other) {
+      detail::stream_lives(std::exchange(id_, detail::no_stream_id), false);  // before its handle is destroyed
+      handle_ = std::move(other.handle_);
+      device_ = other.device_;
+      id_ = std::exchange(other.id_, detail::no_stream_id);
+    }
+    return *this;
+  }
+  /// Destroys the stream (cudaStreamDestroy; it does not wait), once nothing of the library's can be touching it.
+  ~stream() { detail::stream_lives(id_, false); }
   [[nodiscard]] status synchronize() const noexcept { return ref().synchronize(); }  ///< As stream_ref's: blocks.
   [[nodiscard]] result<bool> ready() const noexcept { return ref().ready(); }  ///< As stream_ref's.
   [[nodiscard]] status wait(event_ref e) const noexcept { return ref().wait(e); }  ///< As stream_ref's.
 
  private:
-  stream(cudaStream_t handle, device_id id) noexcept : handle_(handle), device_(id) {
-    detail::own_stream(handle, true);
+  stream(cudaStream_t handle, device_id id, unsigned long long stream_id) noexcept
+      : handle_(handle), device_(id), id_(stream_id) {
+    detail::stream_lives(stream_id, true);
   }
   detail::unique_handle<detail::stream_handle> handle_;
   device_id device_;
+  unsigned long long id_;  // cudaStreamGetId's, or no_stream_id (adopted while capturing)
 };
 
 /// Options for event::create.
@@ -1315,6 +1583,262 @@ class event {
   device_id device_;
 };
 
+}  // namespace cudamem
+
+#include <cstdint>
+
+namespace cudamem::detail {
+
+struct stream_identity {
+  /// The id a stream object's ref() carries (recorded when the object was made), else no_stream_id. No CUDA call.
+  static std::uint64_t carried(stream_ref s) noexcept { return s.id_; }
+  /// A reference as a stream object's ref() makes it, for tests over made-up handles and ids.
+  static stream_ref make(cudaStream_t handle, device_id device, std::uint64_t id) noexcept {
+    return stream_ref(handle, device.get(), id);
+  }
+};
+
+/// How stream_id_of came by an id.
+enum class stream_id_source {
+  carried,    ///< the reference's own: no CUDA call
+  asked,      ///< cudaStreamGetId's, of a stream not capturing
+  capturing,  ///< none: a capturing stream known only by handle is not asked (CUDA does not name it)
+  failed,     ///< none: CUDA refused a query (its error cleared unless sticky; a user's earlier one kept)
+};
+/// `s`'s id (into `id`): the one it carries, else CUDA's, asked through the driver. `s` is neither moved-from nor a
+/// default stream. Does not synchronize; never disturbs a capture.
+inline stream_id_source stream_id_of(stream_ref s, std::uint64_t& id) noexcept {
+  id = stream_identity::carried(s);
+  if (id != no_stream_id) [[likely]]
+    return stream_id_source::carried;
+  unsigned long long asked = no_stream_id;
+  if (id_unless_capturing(s.get(), asked) != cudaSuccess) return stream_id_source::failed;
+  if (asked == no_stream_id) return stream_id_source::capturing;
+  id = asked;
+  return stream_id_source::asked;
+}
+
+}  // namespace cudamem::detail
+// cudamem, internal: the atomics, locks and yield of the pool, the registries and the peer table, on GCC/Clang's
+// __atomic builtins and pthreads, so that the core headers never include <atomic>, <mutex> or <thread> (libstdc++'s
+// atomic machinery costs each translation unit over a second of compile time; docs/decisions.md). ThreadSanitizer
+// understands the builtins and pthread mutexes as it does std::atomic and std::mutex.
+
+#include <pthread.h>
+#include <sched.h>
+
+namespace cudamem::detail {
+
+/// std::memory_order's orders, as the builtins take them.
+enum class memory_order : int {
+  relaxed = __ATOMIC_RELAXED,
+  acquire = __ATOMIC_ACQUIRE,
+  release = __ATOMIC_RELEASE,
+  acq_rel = __ATOMIC_ACQ_REL,
+  seq_cst = __ATOMIC_SEQ_CST,
+};
+inline constexpr memory_order memory_order_relaxed = memory_order::relaxed;
+inline constexpr memory_order memory_order_acquire = memory_order::acquire;
+inline constexpr memory_order memory_order_release = memory_order::release;
+inline constexpr memory_order memory_order_acq_rel = memory_order::acq_rel;
+inline constexpr memory_order memory_order_seq_cst = memory_order::seq_cst;
+
+/// The part of std::atomic<T> cudamem uses, for T an integer, bool or pointer; the same orders and defaults.
+template <class T>
+class atomic {
+ public:
+  constexpr atomic() noexcept : value_() {}
+  constexpr atomic(T value) noexcept : value_(value) {}  // NOLINT(google-explicit-constructor): as std::atomic
+  atomic(const atomic&) = delete;
+  atomic& operator=(const atomic&) = delete;
+
+  T load(memory_order order = memory_order::seq_cst) const noexcept { return __atomic_load_n(&value_, int(order)); }
+  void store(T value, memory_order order = memory_order::seq_cst) noexcept {
+    __atomic_store_n(&value_, value, int(order));
+  }
+  T exchange(T value, memory_order order = memory_order::seq_cst) noexcept {
+    return __atomic_exchange_n(&value_, value, int(order));
+  }
+  T fetch_add(T delta, memory_order order = memory_order::seq_cst) noexcept {
+    return __atomic_fetch_add(&value_, delta, int(order));
+  }
+  T fetch_sub(T delta, memory_order order = memory_order::seq_cst) noexcept {
+    return __atomic_fetch_sub(&value_, delta, int(order));
+  }
+  T fetch_or(T bits, memory_order order = memory_order::seq_cst) noexcept {
+    return __atomic_fetch_or(&value_, bits, int(order));
+  }
+  bool compare_exchange_weak(T& expected, T desired, memory_order order = memory_order::seq_cst) noexcept {
+    return __atomic_compare_exchange_n(&value_, &expected, desired, true, int(order), failure_order(order));
+  }
+  bool compare_exchange_strong(T& expected, T desired, memory_order order = memory_order::seq_cst) noexcept {
+    return __atomic_compare_exchange_n(&value_, &expected, desired, false, int(order), failure_order(order));
+  }
+
+ private:
+  // std::atomic's failure order for a single order: no release part.
+  static constexpr int failure_order(memory_order order) noexcept {
+    return order == memory_order::acq_rel   ? __ATOMIC_ACQUIRE
+           : order == memory_order::release ? __ATOMIC_RELAXED
+                                            : int(order);
+  }
+  T value_;
+};
+
+/// A pthread mutex (std::mutex's lock, try_lock and unlock), statically initialized; never destroyed (a mutex made by
+/// PTHREAD_MUTEX_INITIALIZER needs no pthread_mutex_destroy on the platforms cudamem supports).
+class mutex {
+ public:
+  constexpr mutex() noexcept = default;
+  mutex(const mutex&) = delete;
+  mutex& operator=(const mutex&) = delete;
+  void lock() noexcept { pthread_mutex_lock(&native_); }
+  bool try_lock() noexcept { return pthread_mutex_trylock(&native_) == 0; }
+  void unlock() noexcept { pthread_mutex_unlock(&native_); }
+
+ private:
+  pthread_mutex_t native_ = PTHREAD_MUTEX_INITIALIZER;
+};
+
+/// Gives the processor to another thread (std::this_thread::yield).
+inline void yield() noexcept { sched_yield(); }
+
+/// Holds `Lock` (mutex, spin_lock) from construction to destruction (std::lock_guard).
+template <class Lock>
+class lock_guard {
+ public:
+  explicit lock_guard(Lock& lock) noexcept : lock_(lock) { lock_.lock(); }
+  ~lock_guard() { lock_.unlock(); }
+  lock_guard(const lock_guard&) = delete;  // one unlock per lock
+  lock_guard& operator=(const lock_guard&) = delete;
+
+ private:
+  Lock& lock_;
+};
+
+inline constexpr struct try_to_lock_t {
+} try_to_lock{};
+/// A lock that may be released and taken again, or only tried (std::unique_lock's subset); unlocks if held at the end.
+template <class Lock>
+class unique_lock {
+ public:
+  explicit unique_lock(Lock& lock) noexcept : lock_(lock) { this->lock(); }
+  unique_lock(Lock& lock, try_to_lock_t) noexcept : lock_(lock), held_(lock.try_lock()) {}
+  ~unique_lock() {
+    if (held_) lock_.unlock();
+  }
+  unique_lock(const unique_lock&) = delete;
+  unique_lock& operator=(const unique_lock&) = delete;
+  void lock() noexcept {
+    lock_.lock();
+    held_ = true;
+  }
+  void unlock() noexcept {
+    lock_.unlock();
+    held_ = false;
+  }
+  explicit operator bool() const noexcept { return held_; }
+
+ private:
+  Lock& lock_;
+  bool held_ = false;
+};
+
+/// A test-and-test-and-set lock: uncontended, one atomic exchange (a third of a mutex's cost); a waiter yields.
+class spin_lock {
+ public:
+  bool try_lock() noexcept {
+    return !held_.load(memory_order::relaxed) && !held_.exchange(true, memory_order::acquire);
+  }
+  void lock() noexcept {
+    while (!try_lock()) yield();
+  }
+  void unlock() noexcept { held_.store(false, memory_order::release); }
+
+ private:
+  atomic<bool> held_{false};
+};
+
+}  // namespace cudamem::detail
+/// \file
+/// Memory resources (the stream-first interface of CCCL's cuda::mr and RMM) and `resource_ref<K>`, which buffers keep.
+///
+///     memory_resource_for<R, K>            allocate(stream_ref, bytes, alignment) -> result<void*>; deallocate
+///     device_malloc_resource, pinned_resource, managed_resource   cudaMalloc, cudaMallocHost, cudaMallocManaged
+///     device_pool_resource                 cudaMallocAsync on the stream's device, stream-ordered
+///     host_resource                        aligned operator new
+///     resource_ref<K>(r)                   non-owning, two pointers; allocate, deallocate, ==
+///     default_resource<K>([stream_ordered])   what a buffer uses when given none
+///     Resources compare equal when either can free what the other allocated: stateless ones always.
+
+/// \file
+/// Memory kinds as types, their traits, and the copy rules between them, in one place.
+///
+///     host, pinned, device, managed        the kinds: host_accessible, device_accessible, page_locked, name
+///     memory_kind<K>                       one of the four
+///     stream_orderable<K>                  may K take part in stream-ordered copies and fills (not host)
+///     kind_convertible<From, To>           a view of From may be viewed as To (pinned widens to host)
+///     copy_direction<Dst, Src>             the cudaMemcpyKind a copy between them uses
+
+
+#include <type_traits>
+
+namespace cudamem {
+
+/// Pageable host memory (new, malloc, std::vector): host code only, and only synchronous copies and fills.
+struct host {
+  static constexpr bool host_accessible = true;     ///< host code may read and write it
+  static constexpr bool device_accessible = false;  ///< kernels may not
+  static constexpr bool page_locked = false;        ///< pageable: no stream-ordered copies or fills
+  static constexpr const char* name = "host";       ///< the kind's name, for messages
+};
+/// Page-locked host memory (cudaMallocHost, or host_register), mapped for kernels too (zero-copy).
+struct pinned {
+  static constexpr bool host_accessible = true;    ///< host code may read and write it
+  static constexpr bool device_accessible = true;  ///< kernels may too, through the mapping
+  static constexpr bool page_locked = true;        ///< may take part in stream-ordered copies and fills
+  static constexpr const char* name = "pinned";    ///< the kind's name, for messages
+};
+/// Device memory (cudaMalloc, cudaMallocAsync). Not readable from the host.
+struct device {
+  static constexpr bool host_accessible = false;   ///< host code may not touch it
+  static constexpr bool device_accessible = true;  ///< kernels may read and write it
+  static constexpr bool page_locked = true;        ///< not pageable: stream-ordered copies and fills take it
+  static constexpr const char* name = "device";    ///< the kind's name, for messages
+};
+/// Managed (unified) memory, migrated on demand; readable from both sides.
+struct managed {
+  static constexpr bool host_accessible = true;    ///< host code may read and write it
+  static constexpr bool device_accessible = true;  ///< kernels may too
+  static constexpr bool page_locked = true;        ///< not pageable: stream-ordered copies and fills take it
+  static constexpr const char* name = "managed";   ///< the kind's name, for messages
+};
+/// Satisfied by the four kinds above and nothing else.
+template <class K>
+concept memory_kind =
+    std::is_same_v<K, host> || std::is_same_v<K, pinned> || std::is_same_v<K, device> || std::is_same_v<K, managed>;
+template <memory_kind K>
+inline constexpr bool stream_orderable = K::page_locked;  ///< May K be in stream-ordered copies and fills? Not host.
+/// Whether a view of kind From may be used where kind To is asked: the same kind, or pinned as host. Never narrows.
+template <memory_kind From, memory_kind To>
+inline constexpr bool kind_convertible =
+    std::is_same_v<From, To> || (std::is_same_v<From, pinned> && std::is_same_v<To, host>);
+/// The cudaMemcpyKind of a copy into Dst from Src; cudaMemcpyDefault (the driver decides) with managed memory.
+template <memory_kind Dst, memory_kind Src>
+inline constexpr cudaMemcpyKind copy_direction =
+    std::is_same_v<Dst, managed> || std::is_same_v<Src, managed> ? cudaMemcpyDefault
+    : Dst::host_accessible && Src::host_accessible               ? cudaMemcpyHostToHost
+    : Dst::host_accessible                                       ? cudaMemcpyDeviceToHost
+    : Src::host_accessible                                       ? cudaMemcpyHostToDevice
+                                                                 : cudaMemcpyDeviceToDevice;
+namespace detail {
+enum class kind_id : unsigned char { host, pinned, device, managed };  // a kind as a run-time value, for the engine
+template <memory_kind K>
+inline constexpr kind_id kind_id_of = std::is_same_v<K, host>     ? kind_id::host
+                                      : std::is_same_v<K, pinned> ? kind_id::pinned
+                                      : std::is_same_v<K, device> ? kind_id::device
+                                                                  : kind_id::managed;
+}  // namespace detail
 }  // namespace cudamem
 
 #include <concepts>
@@ -1368,6 +1892,7 @@ struct cuda_resource {
     if constexpr (is_pinned) check_release(cudaFreeHost(p), "cudaFreeHost");
     else check_release(cudaFree(p), "cudaFree");
   }
+  friend bool operator==(const cuda_resource&, const cuda_resource&) noexcept = default;  // stateless: all equal
 
  private:
   static constexpr bool is_pinned = std::is_same_v<K, pinned>, is_managed = std::is_same_v<K, managed>;
@@ -1375,14 +1900,29 @@ struct cuda_resource {
                                                : is_managed ? "cudaMallocManaged"
                                                             : "cudaMalloc";
 };
+// The objects default_resource refers to live in process-wide storage: one per resource in the process, whichever
+// shared library asks (a variable of a type a library hides would be one per library, comparing unequal across them,
+// and a buffer would keep a pointer into a library that may be unloaded first). They are empty, so their address is
+// all there is to them (resource_ref compares addresses), and making one anew in its bytes changes nothing.
+struct CUDAMEM_DETAIL_PROCESS_WIDE builtin_resources {
+  unsigned char bytes[4][2];  // per kind_id: the cuda_resource, the other (device: device_pool_resource; host)
+};
 template <class R>
-inline R builtin_resource{};  // the objects default_resource refers to
+R& builtin_resource() noexcept {
+  static_assert(std::is_empty_v<R> && std::is_trivially_default_constructible_v<R> &&
+                std::is_trivially_destructible_v<R>);
+  using K = typename R::kind;
+  unsigned char(&slots)[2] = process_wide<builtin_resources>().bytes[static_cast<int>(kind_id_of<K>)];
+  return *::new (static_cast<void*>(&slots[std::is_same_v<R, cuda_resource<K>> ? 0 : 1])) R;
+}
 }  // namespace detail
 
 /// cudaMalloc on the current device: usable on every stream at once. Synchronous; cudaFree synchronizes the device.
 using device_malloc_resource = detail::cuda_resource<device>;
 using pinned_resource = detail::cuda_resource<pinned>;    ///< cudaMallocHost (mapped for every device), synchronous.
 using managed_resource = detail::cuda_resource<managed>;  ///< cudaMallocManaged (attached globally), synchronous.
+static_assert(memory_resource_for<device_malloc_resource, device> && memory_resource_for<pinned_resource, pinned> &&
+              memory_resource_for<managed_resource, managed>);
 
 /// cudaMallocAsync from the pool of the stream's device, ordered on the stream; cudaFreeAsync on the stream given to
 /// deallocate. Both can be captured. Errors: not_supported without memory pools.
@@ -1401,7 +1941,10 @@ struct device_pool_resource {
   void deallocate(stream_ref s, void* p, std::size_t, std::size_t) noexcept {
     detail::check_release(cudaFreeAsync(p, s.get()), "cudaFreeAsync");
   }
+  /// Stateless: any two are equal (either frees what the other allocated).
+  friend bool operator==(const device_pool_resource&, const device_pool_resource&) noexcept = default;
 };
+static_assert(memory_resource_for<device_pool_resource, device>);
 
 /// Aligned operator new: at least 64 bytes (a cache line), more when asked. Needs no device.
 struct host_resource {
@@ -1417,10 +1960,13 @@ struct host_resource {
   void deallocate(stream_ref, void* p, std::size_t, std::size_t alignment) noexcept {
     ::operator delete(p, std::align_val_t{aligned(alignment)});
   }
+  /// Stateless: any two are equal (either frees what the other allocated).
+  friend bool operator==(const host_resource&, const host_resource&) noexcept = default;
 
  private:
   static constexpr std::size_t aligned(std::size_t alignment) noexcept { return alignment < 64 ? 64 : alignment; }
 };
+static_assert(memory_resource_for<host_resource, host>);
 
 /// A non-owning, type-erased handle (two pointers) to a resource of kind K, which must outlive it and its buffers.
 template <memory_kind K>
@@ -1442,86 +1988,83 @@ class resource_ref {
   }
   /// True for a resource with `static constexpr bool selects_device = true`: it makes a stream's device current itself.
   [[nodiscard]] bool selects_device() const noexcept { return ops_->selects_device; }
-  friend bool operator==(resource_ref a, resource_ref b) noexcept { return a.object_ == b.object_; }  ///< Same object.
+  /// The same object, or two of one type that its operator== finds equal (two stateless resources of a type are).
+  friend bool operator==(resource_ref a, resource_ref b) noexcept {
+    return a.object_ == b.object_ || (a.ops_ == b.ops_ && a.ops_->equal(a.object_, b.object_));
+  }
 
  private:
   struct operations {
     result<void*> (*allocate)(void*, stream_ref, std::size_t, std::size_t) noexcept;
     void (*deallocate)(void*, stream_ref, void*, std::size_t, std::size_t) noexcept;
     bool selects_device;
+    bool (*equal)(const void*, const void*) noexcept;  // two objects of one type; without operator==: identity
   };
   template <class R>
   static constexpr operations ops_for{
       [](void* r, auto... args) noexcept { return static_cast<R*>(r)->allocate(args...); },
       [](void* r, auto... args) noexcept { static_cast<R*>(r)->deallocate(args...); },
-      (requires { requires R::selects_device; })};
+      (requires { requires R::selects_device; }),
+      [](const void* a, const void* b) noexcept {
+        if constexpr (std::equality_comparable<R>) return *static_cast<const R*>(a) == *static_cast<const R*>(b);
+        else return a == b;
+      }};
 
   void* object_;
   const operations* ops_;
 };
+static_assert(memory_resource_for<resource_ref<device>, device>);
 
 /// The resource a buffer of kind K uses when none is given (device: the pool if stream-ordered, else cudaMalloc).
 template <memory_kind K>
 [[nodiscard]] resource_ref<K> default_resource(bool stream_ordered = false) noexcept {
-  if constexpr (std::is_same_v<K, host>) return detail::builtin_resource<host_resource>;
+  if constexpr (std::is_same_v<K, host>) return detail::builtin_resource<host_resource>();
   else if constexpr (std::is_same_v<K, device>)
-    return stream_ordered ? resource_ref<K>(detail::builtin_resource<device_pool_resource>)
-                          : resource_ref<K>(detail::builtin_resource<device_malloc_resource>);
-  else return detail::builtin_resource<detail::cuda_resource<K>>;
+    return stream_ordered ? resource_ref<K>(detail::builtin_resource<device_pool_resource>())
+                          : resource_ref<K>(detail::builtin_resource<device_malloc_resource>());
+  else return detail::builtin_resource<detail::cuda_resource<K>>();
 }
 
 }  // namespace cudamem
 
-#include <array>
-#include <atomic>
-#include <bit>
 #include <cstdint>
-#include <mutex>
 #include <utility>
 
 namespace cudamem {
 namespace detail {
 
 // Fixed (stream id, handle, resource) slots, opaque integers here. Writers take the mutex; each slot is a seqlock (odd
-// version while written), read with no lock: readers match the handle, the caller confirms the id.
+// version while written), read with no lock: readers match the id, or the handle (then the caller checks the id).
 struct CUDAMEM_DETAIL_PROCESS_WIDE allocator_table {
   static constexpr std::size_t capacity = 256;
   static constexpr std::uint64_t no_stream = ~std::uint64_t{0};
-  using ref_words = std::array<std::uintptr_t, 2>;  // a resource_ref's two pointers
-  struct slot {
-    std::atomic<std::uint32_t> version{0};
-    std::atomic<std::uint64_t> stream_id{no_stream};
-    std::atomic<std::uintptr_t> handle{0};  // 0: none (free, or its stream is known to be gone)
-    std::atomic<std::uintptr_t> words[2]{};
-    std::atomic<std::uint64_t> confirmed{no_stream};
+  struct ref_words {  // a resource_ref's two pointers
+    std::uintptr_t word[2];
+    std::uintptr_t operator[](std::size_t i) const noexcept { return word[i]; }
   };
-  struct entry {  // what a lookup read, and at which slot version
+  struct slot {
+    atomic<std::uint32_t> version{0};
+    atomic<std::uint64_t> stream_id{no_stream};
+    atomic<std::uintptr_t> handle{0};  // 0: none (free, or its stream is known to be gone)
+    atomic<std::uintptr_t> words[2]{};
+  };
+  struct entry {  // what a lookup read
     resource_ref<device> resource;
     std::uint64_t stream_id;
-    std::size_t slot;
-    std::uint32_t version;
-    std::uint64_t confirmed;
   };
-  // A ref() matched slot version `version` while disowned_count() was `count`: never vouches for a later write there.
-  static std::uint64_t confirmation(std::uint32_t version, std::uint64_t count) noexcept {
-    return (std::uint64_t{version & 0xffffffu} << 40) | (count & 0xffffffffffu);
-  }
-  void confirm(const entry& e, std::uint64_t count) noexcept {
-    slots[e.slot].confirmed.store(confirmation(e.version, count), std::memory_order_relaxed);
-  }
 
   // Registers `r`; a slot at `handle` with another id (a destroyed stream's) stops answering for it.
   result<std::size_t> insert(std::uint64_t id, std::uintptr_t handle, resource_ref<device> r) noexcept {
-    const std::lock_guard<std::mutex> lock(mutex);
-    const std::size_t used = high_water.load(std::memory_order_relaxed);
+    const lock_guard<detail::mutex> lock(mutex);
+    const std::size_t used = high_water.load(memory_order_relaxed);
     std::size_t free_slot = capacity;
     for (std::size_t i = 0; i < used; ++i) {
-      const std::uint64_t held = slots[i].stream_id.load(std::memory_order_relaxed);
+      const std::uint64_t held = slots[i].stream_id.load(memory_order_relaxed);
       if (held == id)
         return error(errc::invalid_argument, "register_allocator",
                      "the stream already has a registered allocator; drop that registration first");
       if (held == no_stream && free_slot == capacity) free_slot = i;
-      if (held != no_stream && slots[i].handle.load(std::memory_order_relaxed) == handle)
+      if (held != no_stream && slots[i].handle.load(memory_order_relaxed) == handle)
         write(slots[i], held, 0, {0, 0});  // keeps the id, for its registration's erase
     }
     if (free_slot == capacity) {
@@ -1529,58 +2072,75 @@ struct CUDAMEM_DETAIL_PROCESS_WIDE allocator_table {
         return error(errc::not_supported, "register_allocator", "at most %zu streams can have a registered allocator",
                      capacity);
       free_slot = used;
-      high_water.store(used + 1, std::memory_order_release);
+      high_water.store(used + 1, memory_order_release);
     }
-    write(slots[free_slot], id, handle, std::bit_cast<ref_words>(r));
-    count.fetch_add(1, std::memory_order_release);
+    write(slots[free_slot], id, handle, __builtin_bit_cast(ref_words, r));
+    count.fetch_add(1, memory_order_release);
     return free_slot;
   }
   void erase(std::size_t index, std::uint64_t id) noexcept {
-    const std::lock_guard<std::mutex> lock(mutex);
-    if (slots[index].stream_id.load(std::memory_order_relaxed) != id) return;
+    const lock_guard<detail::mutex> lock(mutex);
+    if (slots[index].stream_id.load(memory_order_relaxed) != id) return;
     write(slots[index], no_stream, 0, {0, 0});
-    count.fetch_sub(1, std::memory_order_release);
+    count.fetch_sub(1, memory_order_release);
   }
-  bool find(std::uintptr_t handle, entry& out) const noexcept {
-    const std::size_t used = high_water.load(std::memory_order_acquire);
+  /// The registration of stream `id` (not no_stream).
+  bool find_id(std::uint64_t id, entry& out) const noexcept { return find(id, 0, out); }
+  /// The registration answering for `handle` (not 0), of whatever stream id it holds: the caller checks that.
+  bool find_handle(std::uintptr_t handle, entry& out) const noexcept { return find(no_stream, handle, out); }
+  bool empty() const noexcept { return count.load(memory_order_acquire) == 0; }
+
+  detail::mutex mutex;
+  atomic<std::size_t> high_water{0}, count{0};
+  slot slots[capacity];
+
+ private:
+  bool find(std::uint64_t id, std::uintptr_t handle, entry& out) const noexcept {  // by `id`, else by `handle`
+    const std::size_t used = high_water.load(memory_order_acquire);
     for (std::size_t i = 0; i < used; ++i) {
       const slot& s = slots[i];
       for (;;) {
-        const std::uint32_t before = s.version.load(std::memory_order_acquire);
+        const std::uint32_t before = s.version.load(memory_order_acquire);
         if (before & 1u) continue;  // a writer is inside
-        if (s.handle.load(std::memory_order_acquire) != handle) break;
+        const std::uint64_t held = s.stream_id.load(memory_order_acquire);
+        if (id != no_stream ? held != id : s.handle.load(memory_order_acquire) != handle) break;
         // Acquire loads keep the version re-read after them (not fences: ThreadSanitizer does not model those).
-        const ref_words ref = {s.words[0].load(std::memory_order_acquire), s.words[1].load(std::memory_order_acquire)};
-        const std::uint64_t id = s.stream_id.load(std::memory_order_acquire);
-        const std::uint64_t confirmed = s.confirmed.load(std::memory_order_acquire);
-        if (s.version.load(std::memory_order_relaxed) != before) continue;
-        out = {std::bit_cast<resource_ref<device>>(ref), id, i, before, confirmed};
+        const ref_words ref = {s.words[0].load(memory_order_acquire), s.words[1].load(memory_order_acquire)};
+        if (s.version.load(memory_order_relaxed) != before) continue;
+        out = {__builtin_bit_cast(resource_ref<device>, ref), held};
         return true;
       }
     }
     return false;
   }
-  bool empty() const noexcept { return count.load(std::memory_order_acquire) == 0; }
-
-  std::mutex mutex;
-  std::atomic<std::size_t> high_water{0}, count{0};
-  slot slots[capacity];
-
- private:
   // Release stores of the data: a reader that sees new data sees the odd version too.
   static void write(slot& s, std::uint64_t id, std::uintptr_t handle, const ref_words& ref) noexcept {
-    s.version.fetch_add(1, std::memory_order_relaxed);
-    s.confirmed.store(no_stream, std::memory_order_relaxed);
-    s.words[0].store(ref[0], std::memory_order_release);
-    s.words[1].store(ref[1], std::memory_order_release);
-    s.stream_id.store(id, std::memory_order_release);
-    s.handle.store(handle, std::memory_order_release);
-    s.version.fetch_add(1, std::memory_order_release);
+    s.version.fetch_add(1, memory_order_relaxed);
+    s.words[0].store(ref[0], memory_order_release);
+    s.words[1].store(ref[1], memory_order_release);
+    s.stream_id.store(id, memory_order_release);
+    s.handle.store(handle, memory_order_release);
+    s.version.fetch_add(1, memory_order_release);
   }
 };
 
 inline std::uintptr_t handle_key(stream_ref s) noexcept { return reinterpret_cast<std::uintptr_t>(s.get()); }
 inline allocator_table& allocators() noexcept { return process_wide<allocator_table>(); }
+/// allocator_for's lookup in `table`, `id_of` standing for stream_id_of (tests fake it). A stream object's reference
+/// matches by the id it carries, with no CUDA call. One known only by handle matches the registration at its handle
+/// if CUDA names the same id; a capturing one cannot be asked, and the registration at its handle may be a destroyed
+/// stream's left registered: the fallback, never a registration that may be stale.
+template <class IdOf>
+resource_ref<device> registered_for(const allocator_table& table, stream_ref s, resource_ref<device> fallback,
+                                    IdOf&& id_of) noexcept {
+  allocator_table::entry found{fallback, allocator_table::no_stream};
+  if (const std::uint64_t carried = stream_identity::carried(s); carried != no_stream_id)
+    return table.find_id(carried, found) ? found.resource : fallback;
+  if (!table.find_handle(handle_key(s), found)) return fallback;
+  std::uint64_t id = no_stream_id;
+  if (id_of(s, id) != stream_id_source::asked || id != found.stream_id) return fallback;
+  return found.resource;
+}
 struct registered {  // what a registration owns: its slot and stream id
   using type = std::pair<std::size_t, std::uint64_t>;
   static type empty() noexcept { return {0, allocator_table::no_stream}; }
@@ -1613,39 +2173,37 @@ class registration {
   CUDAMEM_TRY(detail::refuse_capture(s.get(), api,
                                      "CUDA does not name a capturing stream's id; register the allocator before the "
                                      "capture begins"));
-  unsigned long long id = 0;
-  CUDAMEM_TRY(detail::check(detail::stream_unique_id(s.get(), &id), api, "cudaStreamGetId"));
+  unsigned long long id = detail::stream_identity::carried(s);
+  if (id == detail::no_stream_id)
+    CUDAMEM_TRY(detail::check(detail::stream_unique_id(s.get(), &id), api, "cudaStreamGetId"));
   auto slot = detail::allocators().insert(id, detail::handle_key(s), r);
   if (!slot) return slot.error();
   return registration({*slot, id});
 }
 
 /// The resource registered on `s`, else default_resource<device>(true) (also for a moved-from stream or a failed
-/// query). Does not synchronize; a CUDA call only where a registration at the handle needs its stream id checked.
+/// query). Does not synchronize. A stream object's reference is looked up by the id it carries, with no CUDA call; one
+/// made by from_native_handle asks CUDA for the stream's id, and while that stream captures (CUDA does not name it)
+/// gets the default: the registration at its handle may be a destroyed stream's whose handle CUDA handed on.
 [[nodiscard]] inline resource_ref<device> allocator_for(stream_ref s) noexcept {
   const resource_ref<device> fallback = default_resource<device>(true);
-  detail::allocator_table& table = detail::allocators();
+  const detail::allocator_table& table = detail::allocators();
   if (table.empty() || !s.valid() || detail::is_default_stream(s.get())) return fallback;
-  detail::allocator_table::entry found{fallback, 0, 0, 0, 0};
-  if (!table.find(detail::handle_key(s), found)) return fallback;
-  const std::uint64_t disowned = detail::disowned_count().load(std::memory_order_acquire);
-  if (detail::from_owner(s) && found.confirmed == detail::allocator_table::confirmation(found.version, disowned))
-    return found.resource;
-  const cudaError_t earlier = cudaPeekAtLastError();  // a failed query's error is cleared, a user's earlier one kept
-  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-  unsigned long long id = 0;
-  cudaError_t code = detail::stream_capture_status(s.get(), &capture);
-  if (code == cudaSuccess && capture != cudaStreamCaptureStatusNone) return found.resource;
-  if (code == cudaSuccess) code = detail::stream_unique_id(s.get(), &id);
-  if (code != cudaSuccess && earlier == cudaSuccess && !error::is_sticky_status(code)) (void)cudaGetLastError();
-  if (code != cudaSuccess || id != found.stream_id) return fallback;
-  if (detail::from_owner(s)) table.confirm(found, disowned);
-  return found.resource;
+  return detail::registered_for(table, s, fallback, &detail::stream_id_of);
 }
 
 }  // namespace cudamem
 /// \file
 /// `span<T, Kind>`: a typed pointer and a count, the 1D view passed to copies and kernels.
+///
+///     span<T, Kind>(ptr, count); span(host container), span(host array)   unchecked; by value to kernels
+///       data(), size(), size_bytes(), empty(), device(), view(), s[i], begin(), end()   (where Kind may be touched)
+///       subspan_unchecked(offset, count)   kernel-side; debug builds: CUDAMEM_ASSERT
+///       subspan(offset [, count]), first(count), last(count)   checked: result<span>
+///     device_span<T>, pinned_span<T>, host_span<T>, managed_span<T>
+///     make_span<Kind>(raw, count, device_id), make_host_span(raw, count)
+///     as_bytes(span), as_writable_bytes(span)   checked: result<span<[const] std::byte, Kind>>
+///     viewable<V>                          what copies take: a `kind` and a `view()`
 
 // cudamem: overflow-checked size arithmetic for views, buffers and the transfer engine. Internal.
 
@@ -1671,6 +2229,11 @@ constexpr bool steppable(std::size_t count, std::size_t elem_size) noexcept {
 }  // namespace cudamem::detail
 /// \file
 /// `ptr<T, Kind>`: a typed address that knows its memory kind and device.
+///
+///     ptr<T, Kind>(raw, device_id), ptr<T, Kind>(raw) (host, pinned)   unchecked; trivially copyable
+///       get(), device(), explicit bool, *p, p[i], p->m (where Kind may be touched), +, -, ++, --, ==, <
+///       converts to add const, or pinned to host; never the reverse
+///     device_ptr<T>, pinned_ptr<T>, host_ptr<T>, managed_ptr<T>
 
 
 #include <cstddef>
@@ -1901,7 +2464,6 @@ template <class T, memory_kind Kind>
 }  // namespace cudamem
 
 #include <cstddef>
-#include <optional>
 #include <type_traits>
 
 namespace cudamem {
@@ -1943,7 +2505,8 @@ class buffer {
   /// As allocate(count, s), from `resource`. Errors: also whatever the resource reports.
   [[nodiscard]] static result<buffer> allocate(std::size_t count, stream_ref s, resource_ref<Kind> resource) noexcept {
     if (!s.valid()) return detail::handle_moved_from("buffer::allocate", "stream");
-    return make(count, on_device ? std::nullopt : std::optional(device_id::host()), s, resource);
+    using where = detail::maybe<device_id>;  // none: the stream's device
+    return make(count, on_device ? where() : where(device_id::host()), s, resource);
   }
 
   /// Takes over the memory of `other`, leaving it empty.
@@ -1969,14 +2532,12 @@ class buffer {
 
   [[nodiscard]] span<T, Kind> view() & noexcept { return {data(), size_}; }  ///< The whole buffer, while it lives.
   [[nodiscard]] span<const T, Kind> view() const& noexcept { return {data(), size_}; }  ///< As view(), of const T.
-  void view() const&& = delete;
-  operator span<T, Kind>() & noexcept { return view(); }  ///< As view().
-  operator span<const T, Kind>() const& noexcept { return view(); }  ///< As view().
-  operator span<T, Kind>() const&& = delete;
-  operator span<const T, Kind>() const&& = delete;
   [[nodiscard]] ptr<T, Kind> data() & noexcept { return {data_, device_}; }  ///< The first element (null when empty).
   [[nodiscard]] ptr<const T, Kind> data() const& noexcept { return {data_, device_}; }  ///< As data(), of const T.
-  void data() const&& = delete;
+  ///@{
+  /// Converts to its view as view() does; not a temporary buffer, whose view would dangle.
+  CUDAMEM_DETAIL_OWNER_VIEWS((span<T, Kind>), (span<const T, Kind>));
+  ///@}
   [[nodiscard]] std::size_t size() const noexcept { return size_; }  ///< The number of elements.
   [[nodiscard]] std::size_t size_bytes() const noexcept { return size_ * sizeof(T); }  ///< size() * sizeof(T); fits.
   [[nodiscard]] bool empty() const noexcept { return size_ == 0; }  ///< True when size() is 0.
@@ -2006,12 +2567,12 @@ class buffer {
       : data_(data), size_(count), device_(id), stream_(s), resource_(r) {}
 
   // None for host memory, nor for a resource that selects a stream's device.
-  static std::optional<result<device_guard>> make_current(device_id id, stream_ref s, resource_ref<Kind> r) noexcept {
-    if (id.is_host() || (r.selects_device() && !detail::is_default_stream(s.get()))) return std::nullopt;
+  static detail::maybe<result<device_guard>> make_current(device_id id, stream_ref s, resource_ref<Kind> r) noexcept {
+    if (id.is_host() || (r.selects_device() && !detail::is_default_stream(s.get()))) return {};
     return device_guard::set(id);
   }
   // On device `id`, else on the stream's.
-  static result<buffer> make(std::size_t count, std::optional<device_id> id, stream_ref s,
+  static result<buffer> make(std::size_t count, detail::maybe<device_id> id, stream_ref s,
                              resource_ref<Kind> r) noexcept {
     constexpr const char* api = "buffer::allocate";
     auto bytes = detail::bytes_of(count, sizeof(T), api);
@@ -2035,10 +2596,27 @@ class buffer {
   }
   void free() noexcept {
     if (data_ == nullptr) return;
-    const stream_ref on = detail::is_default_stream(stream_.get()) ? stream_ref::legacy() : stream_;
+    const stream_ref on = free_stream(stream_);
     auto guard = make_current(device_, on, resource_);  // failed: free anyway, on the current device
     resource_.deallocate(on, data_, size_bytes(), alignof(T));
     forget();
+  }
+  // A default stream's buffer frees on the legacy stream, which is ordered after every blocking stream whichever
+  // thread frees it; but while the freeing thread captures its per-thread stream, the legacy stream would join that
+  // capture and invalidate it, so the free is captured there instead (a buffer allocated in that capture: the graph's
+  // own free node).
+  static stream_ref free_stream(stream_ref s) noexcept {
+    if (!detail::is_default_stream(s.get())) return s;
+#if defined(CUDA_API_PER_THREAD_DEFAULT_STREAM)
+    const bool per_thread = s.get() != cudaStreamLegacy;  // null is this build's per-thread stream
+#else
+    const bool per_thread = s.get() == cudaStreamPerThread;
+#endif
+    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+    if (per_thread && detail::driver_capture_status(cudaStreamPerThread, capture) &&
+        capture != cudaStreamCaptureStatusNone)
+      return stream_ref::per_thread();
+    return stream_ref::legacy();
   }
   void forget() noexcept {
     data_ = nullptr;
@@ -2065,8 +2643,18 @@ using managed_buffer = buffer<T, managed>;  ///< Owning managed memory.
 /// \file
 /// Copies and fills: copy, CuPy's copy_from_device, copy_from_host, copy_to_host, fill_bytes and (nvcc) fill. Refused
 /// at compile time: element types that differ, a const dst, pageable memory or a temporary owner when stream-ordered.
+///
+///     status copy(dst, src [, stream])     views or owners of one element type and extent, 1D or 2D, any kinds
+///     copy_from_device, copy_from_host, copy_to_host   as copy, with one side's kind checked (CuPy's names)
+///     status fill_bytes(dst, value [, stream])         memset of every element's bytes
+///     status fill(dst, value, stream)      nvcc only: a kernel sets every element to value
+///     status copy_2d(dst, dpitch, src, spitch, width_bytes, height [, stream])   on typed pointers, cudaMemcpy2D's
+///     Without a stream: complete on return; with one: ordered on it, not synchronizing, capturable.
 
 // cudamem: the 2D device-to-device copy kernel that nvcc builds give the engine (docs/decisions.md). Internal.
+// Nothing here is compiled until a translation unit instantiates a 2D copy between device memory: then
+// copy2d_registered<> (named by use_copy2d_kernel) instantiates the kernels and registers them at start-up. A
+// translation unit that includes copy.hpp but makes no such copy builds no kernel and runs no initializer.
 
 // cudamem: the untyped engine behind every copy and fill, 1D and 2D (docs/decisions.md: one transfer engine). Internal.
 
@@ -2080,6 +2668,7 @@ using managed_buffer = buffer<T, managed>;  ///< Owning managed memory.
 namespace cudamem::detail {
 
 /// One side of a transfer, untyped: `height` rows of `width` elements, `pitch` bytes apart; host and pinned: host().
+/// Pitch 0 with one row is a 1D span (contiguous, no pitch); any other pitch must hold a row, also for one row.
 struct operand {
   const void* addr = nullptr;
   std::size_t width = 0, height = 1, pitch = 0;
@@ -2116,8 +2705,8 @@ struct region {
     return error(errc::invalid_argument, api, "%s is null with %zu elements", role, o.width);
   if (r.addr == nullptr)
     return error(errc::invalid_argument, api, "%s is null with %zu x %zu elements", role, o.width, o.height);
-  if (r.rows > 1 && r.pitch < r.row_bytes)
-    return error(errc::invalid_argument, api, "%s pitch (%zu bytes) is less than its row (%zu bytes)", role, r.pitch,
+  if (o.pitch < r.row_bytes && (r.rows > 1 || o.pitch != 0))  // folds away for 1D spans (one row, pitch 0)
+    return error(errc::invalid_argument, api, "%s pitch (%zu bytes) is less than its row (%zu bytes)", role, o.pitch,
                  r.row_bytes);
   std::size_t end = 0;
   if (__builtin_mul_overflow(r.pitch, r.rows - 1, &r.footprint) ||
@@ -2156,6 +2745,65 @@ inline status check_pitch_limits(const plan& p, const char* api) noexcept {
                    r == &p.dst ? "dst" : "src", r->pitch, *limit);
   return {};
 }
+__extension__ typedef unsigned __int128 wide_uint;  // sums and products of two 64-bit values, exactly
+__extension__ typedef __int128 wide_int;
+// The sum over k in [0, n) of floor((a k + b) / m), modulo 2^128 (a difference of two such sums below 2^128 is exact),
+// in O(log m) steps of Euclid's algorithm; n, m, a below 2^64, m > 0.
+inline wide_uint floor_sum(wide_uint n, wide_uint m, wide_uint a, wide_uint b) noexcept {
+  wide_uint sum = 0;
+  for (;;) {
+    if (a >= m) sum += (n % 2 == 0 ? n / 2 * (n - 1) : (n - 1) / 2 * n) * (a / m), a %= m;
+    if (b >= m) sum += n * (b / m), b %= m;
+    const wide_uint top = a * n + b;  // below m (n + 1): no wrap
+    if (top < m) return sum;
+    n = top / m;
+    b = top % m;
+    std::swap(m, a);
+  }
+}
+// Whether a row of dst (`rows` rows of `width` bytes from `to`, `dpitch` apart) shares a byte with one of src (from
+// `from`, `spitch` apart), pitches at least `width`. With c(i) = to + i dpitch + width - 1 - from, src row j meets dst
+// row i when c(i) - (2 width - 2) <= j spitch <= c(i); only j = floor(c(i) / spitch) can, and for the rows i where
+// that j is a row of src, it does when c(i) mod spitch <= 2 width - 2: counted with two floor sums, O(log spitch).
+inline bool rows_meet(std::uintptr_t to, std::size_t dpitch, std::uintptr_t from, std::size_t spitch, std::size_t width,
+                      std::size_t rows) noexcept {
+  const wide_int c0 = wide_int{to} - wide_int{from} + wide_int{width} - 1, step = dpitch;
+  const wide_uint reach = 2 * wide_uint{width} - 2;
+  const auto first_reaching = [&](wide_int at) {  // the first dst row i with c(i) >= at
+    return at <= c0 ? wide_uint{0} : static_cast<wide_uint>((at - c0 + step - 1) / step);
+  };
+  const wide_uint low = first_reaching(0), past = first_reaching(wide_int{rows} * spitch);
+  const wide_uint high = past < rows ? past : wide_uint{rows};
+  // Row `high`, if any, would meet src's rows past the last: only the last can be in reach.
+  if (high < rows && c0 + static_cast<wide_int>(high) * step - static_cast<wide_int>(reach) <=
+                         static_cast<wide_int>(rows - 1) * spitch)
+    return true;
+  if (low >= high) return false;
+  const wide_uint n = high - low, m = spitch;
+  if (reach >= m - 1) return true;  // every remainder is in reach
+  const wide_uint c = static_cast<wide_uint>(c0 + static_cast<wide_int>(low) * step) % m;
+  // floor((x + m - 1 - reach) / m) - floor(x / m) is 1 where x mod m > reach, else 0.
+  const wide_uint out_of_reach = floor_sum(n, m, dpitch, c + m - 1 - reach) - floor_sum(n, m, dpitch, c);
+  return out_of_reach < n;
+}
+// The exact overlap test of two operands of `rows` > 1 rows of `row_bytes` each, whose footprints intersect: whether
+// a row of one shares a byte with a row of the other. Equal pitches: rows are intervals modulo the pitch, O(1).
+// Unequal pitches: rows_meet, O(log pitch) whatever the height (docs/copies.md).
+[[gnu::noinline]] inline status check_rows_disjoint(const region& d, const region& s, const char* api) noexcept {
+  const std::uintptr_t to = reinterpret_cast<std::uintptr_t>(d.addr), from = reinterpret_cast<std::uintptr_t>(s.addr);
+  const std::size_t width = d.row_bytes, rows = d.rows;
+  bool shared = false;
+  if (d.pitch == s.pitch) {
+    // Row k of the earlier operand starts `distance - k * pitch` before row 0 of the later one; only the two k nearest
+    // to distance / pitch can bring them within a row (width <= pitch).
+    const std::size_t pitch = d.pitch, distance = to < from ? from - to : to - from;
+    const std::size_t whole = distance / pitch, rest = distance % pitch;
+    shared = (rest < width && whole < rows) || (pitch - rest < width && whole < rows - 1);
+  } else {
+    shared = rows_meet(to, d.pitch, from, s.pitch, width, rows);
+  }
+  return shared ? error(errc::overlap, api, "source and destination overlap (rows of each share bytes)") : status();
+}
 // plan_copy for operands of equal heights.
 [[gnu::always_inline]] inline status plan_shaped(plan& p, const operand& dst, const operand& src, std::size_t elem_size,
                                                  cudaMemcpyKind direction, const char* api) noexcept {
@@ -2170,8 +2818,11 @@ inline status check_pitch_limits(const plan& p, const char* api) noexcept {
   CUDAMEM_TRY(check_operand(src, elem_size, "src", api, p.src));
   if (p.dst.empty()) return {};
   const auto to = reinterpret_cast<std::uintptr_t>(p.dst.addr), from = reinterpret_cast<std::uintptr_t>(p.src.addr);
-  if (to < from + p.src.footprint && from < to + p.dst.footprint)
-    return error(errc::overlap, api, "source and destination overlap");
+  // Intersecting footprints: for one row (always a 1D copy) they are the rows; for more, the rows decide.
+  if (to < from + p.src.footprint && from < to + p.dst.footprint) [[unlikely]] {
+    if (p.dst.rows == 1) return error(errc::overlap, api, "source and destination overlap");
+    CUDAMEM_TRY(check_rows_disjoint(p.dst, p.src, api));
+  }
   // One row is flat: known at compile time for 1D views, where the pitch check then folds away.
   return dst.height == 1 || p.flat() || p.pageable() ? status() : check_pitch_limits(p, api);
 }
@@ -2181,14 +2832,19 @@ inline status check_pitch_limits(const plan& p, const char* api) noexcept {
   operand d = dst, s = src;
   for (auto [flat, shaped] : {std::pair{&d, &s}, std::pair{&s, &d}})
     if (flat->height == 1 && shaped->height > 1 && flat->width % shaped->height == 0 &&
-        flat->width / shaped->height == shaped->width && steppable(shaped->width, elem_size))
+        flat->width / shaped->height == shaped->width && steppable(shaped->width, elem_size)) {
+      if (flat->pitch != 0) {  // a one-row 2D operand: its pitch must hold its row before the pitch is replaced
+        region checked;
+        CUDAMEM_TRY(check_operand(*flat, elem_size, flat == &d ? "dst" : "src", api, checked));
+      }
       *flat = {flat->addr, shaped->width, shaped->height, shaped->width * elem_size, flat->device, flat->kind};
+    }
   if (d.height != s.height)
     return error(errc::extents_mismatch, api, "extents differ (dst %zu x %zu, src %zu x %zu)", dst.width, dst.height,
                  src.width, src.height);
   return plan_shaped(p, d, s, elem_size, direction, api);
 }
-/// Checks a copy into `p`: extents (1D matches 2D of as many elements), operands, footprint overlap, pitch limit.
+/// Checks a copy into `p`: extents (1D matches 2D of as many elements), operands, overlap of rows, pitch limit.
 [[gnu::always_inline]] inline status plan_copy(plan& p, const operand& dst, const operand& src, std::size_t elem_size,
                                                cudaMemcpyKind direction, const char* api) noexcept {
   if (dst.height != src.height) [[unlikely]]
@@ -2308,9 +2964,22 @@ inline status run_sync(const plan& p, const char* api) noexcept {
 
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 
 #if defined(__CUDACC__)
 namespace cudamem::detail {
+
+/// Launches `kernel` and returns this launch's own status. `<<<>>>` returns none, and cudaGetLastError() after it would
+/// also take (and clear) an earlier launch error of the caller's, left pending for the caller's own check_launch.
+template <class... Params, class... Args>
+cudaError_t launch_kernel(void (*kernel)(Params...), dim3 grid, unsigned threads, cudaStream_t stream,
+                          Args&&... args) noexcept {
+  cudaLaunchConfig_t config{};
+  config.gridDim = grid;
+  config.blockDim = dim3(threads);
+  config.stream = stream;
+  return cudaLaunchKernelEx(&config, kernel, static_cast<Args&&>(args)...);
+}
 
 inline constexpr unsigned copy2d_threads = 256, copy2d_unroll = 4;
 struct copy2d_args {
@@ -2368,7 +3037,7 @@ __global__ void __launch_bounds__(copy2d_threads) copy2d_narrow(copy2d_args a) {
   if (a.tail != 0) copy2d_tails<V>(a);
 }
 template <class V>
-void launch_copy2d(const region& d, const region& s, unsigned sms, cudaStream_t stream) {
+cudaError_t launch_copy2d(const region& d, const region& s, unsigned sms, cudaStream_t stream) {
   const std::size_t vecs = d.row_bytes / sizeof(V);
   const copy2d_args a{static_cast<char*>(d.addr),
                       static_cast<const char*>(s.addr),
@@ -2381,15 +3050,54 @@ void launch_copy2d(const region& d, const region& s, unsigned sms, cudaStream_t 
   if (vecs >= per_block / 2 || vecs * d.rows >= (std::size_t{1} << 31)) {
     const unsigned x = static_cast<unsigned>((vecs + per_block - 1) / per_block);
     const std::size_t y = d.rows < target / x + 1 ? d.rows : target / x + 1;
-    copy2d_wide<V><<<dim3(x, static_cast<unsigned>(y < 65535 ? y : 65535)), copy2d_threads, 0, stream>>>(a);
-  } else {
-    const std::size_t blocks = (vecs * d.rows + per_block - 1) / per_block;
-    copy2d_narrow<V><<<static_cast<unsigned>(blocks < target ? blocks : target), copy2d_threads, 0, stream>>>(a);
+    return launch_kernel(&copy2d_wide<V>, dim3(x, static_cast<unsigned>(y < 65535 ? y : 65535)), copy2d_threads, stream,
+                         a);
   }
+  const std::size_t blocks = (vecs * d.rows + per_block - 1) / per_block;
+  return launch_kernel(&copy2d_narrow<V>, dim3(static_cast<unsigned>(blocks < target ? blocks : target)),
+                       copy2d_threads, stream, a);
+}
+/// Where an operand's footprint lies against the allocation that holds its first byte, as the driver knows it.
+struct allocation_fit {
+  enum { inside, past_end, unknown } where;
+  std::uintptr_t base, size;
+};
+inline allocation_fit fit_in_allocation(const region& r) noexcept {
+  const auto lookup = driver().mem_get_address_range;
+  unsigned long long base = 0;
+  std::size_t size = 0;
+  const auto first = reinterpret_cast<std::uintptr_t>(r.addr);
+  if (lookup == nullptr || lookup(&base, &size, static_cast<unsigned long long>(first)) != cudaSuccess ||
+      first < base || first - base >= size)
+    return {allocation_fit::unknown, 0, 0};
+  return {r.footprint <= size - (first - base) ? allocation_fit::inside : allocation_fit::past_end, base, size};
+}
+// `r` runs past the end of its allocation, where the kernel would reach the memory beyond. cudaMemcpy2DAsync judges
+// (memory mapped side by side can be one copy to it); where it refuses, as it does past a cudaMalloc allocation, the
+// refusal names the operand, its footprint and the allocation.
+[[gnu::cold, gnu::noinline]] inline result<bool> copy2d_past_end(const plan& p, const region& r,
+                                                                 const allocation_fit& fit, stream_ref on,
+                                                                 const char* api) noexcept {
+  const region &d = p.dst, &s = p.src;
+  const cudaError_t raw =
+      cudaMemcpy2DAsync(d.addr, d.pitch, s.addr, s.pitch, d.row_bytes, d.rows, p.direction, on.get());
+  if (raw == cudaSuccess) return true;
+  if (raw != cudaErrorInvalidValue) return check(raw, api, "cudaMemcpy2DAsync").error();
+  (void)cudaGetLastError();  // the refusal is reported here, not left in the runtime's last-error slot
+  const auto first = reinterpret_cast<std::uintptr_t>(r.addr);
+  return error(errc::out_of_range, api,
+               "%s (%zu rows of %zu bytes, %zu apart) spans [%#zx, %#zx), past the end of its allocation [%#zx, %#zx)",
+               &r == &d ? "dst" : "src", r.rows, r.row_bytes, r.pitch, static_cast<std::size_t>(first),
+               static_cast<std::size_t>(first + r.footprint), static_cast<std::size_t>(fit.base),
+               static_cast<std::size_t>(fit.base + fit.size));
 }
 /// Launches a same-device 2D copy on `on` with the widest access (16, 8, 4 bytes) that divides addresses and pitches.
-/// False, launching nothing, where cudaMemcpy2DAsync does as well (docs/decisions.md) or for 2^32 rows or more.
-inline result<bool> copy2d_launch(const plan& p, stream_ref on, const char* api) noexcept {
+/// False, launching nothing, where cudaMemcpy2DAsync does as well (docs/decisions.md) or for 2^32 rows or more, and
+/// where the driver does not know an operand's allocation. A footprint past the end of its allocation is refused as
+/// cudaMemcpy2DAsync refuses it: the kernel never reaches memory that the copy's operands do not own.
+/// A template (of nothing) so that its kernels are instantiated only with copy2d_registered<>.
+template <class = void>
+result<bool> copy2d_launch(const plan& p, stream_ref on, const char* api) noexcept {
   const region &d = p.dst, &s = p.src;
   const std::uintptr_t bits =
       reinterpret_cast<std::uintptr_t>(d.addr) | reinterpret_cast<std::uintptr_t>(s.addr) | d.pitch | s.pitch | 16;
@@ -2401,22 +3109,43 @@ inline result<bool> copy2d_launch(const plan& p, stream_ref on, const char* api)
   if (!sms) return sms.error();
   auto guard = device_guard::set(*device);  // a launch goes to the current device
   if (!guard) return guard.error().with_api(api);
+  for (const region* r : {&d, &s}) {
+    const allocation_fit fit = fit_in_allocation(*r);
+    if (fit.where == allocation_fit::unknown) return false;
+    if (fit.where == allocation_fit::past_end) return copy2d_past_end(p, *r, fit, on, api);
+  }
   const auto count = static_cast<unsigned>(*sms);
-  if (align == 16) launch_copy2d<uint4>(d, s, count, on.get());
-  else if (align == 8) launch_copy2d<uint2>(d, s, count, on.get());
-  else launch_copy2d<unsigned>(d, s, count, on.get());
-  CUDAMEM_TRY(check(cudaGetLastError(), api, "copy2d kernel launch"));
+  const cudaError_t launched = align == 16  ? launch_copy2d<uint4>(d, s, count, on.get())
+                               : align == 8 ? launch_copy2d<uint2>(d, s, count, on.get())
+                                            : launch_copy2d<unsigned>(d, s, count, on.get());
+  CUDAMEM_TRY(check(launched, api, "cudaLaunchKernelEx (copy2d)"));
   return true;
 }
-inline const bool copy2d_registered = (copy2d_kernel = &copy2d_launch, true);
+template <class = void>
+inline const bool copy2d_registered = (copy2d_kernel = &copy2d_launch<>, true);
 
 }  // namespace cudamem::detail
 #endif
+
+namespace cudamem::detail {
+template <class V>
+inline constexpr bool is_span = false;
+template <class T, class K>
+inline constexpr bool is_span<span<T, K>> = true;
+/// Called by every 2D copy with its operands' view or pointer types: nvcc builds register the kernel where both sides
+/// are device memory and the copy can have rows (1D spans are always one flat run: cudaMemcpyAsync).
+template <class Dst, class Src>
+constexpr void use_copy2d_kernel() noexcept {
+#if defined(__CUDACC__)
+  if constexpr (std::is_same_v<typename Dst::kind, device> && std::is_same_v<typename Src::kind, device> &&
+                !(is_span<Dst> && is_span<Src>))
+    (void)copy2d_registered<std::conditional_t<true, void, Dst>>;  // dependent: only a copy that gets here names it
+#endif
+}
+}  // namespace cudamem::detail
 // cudamem: the process-wide count of peer_access guards per (accessor, owner); switching is passed in (CUDA in
 // peer.hpp, a fake in the host tests), so the counting is tested without a device. Internal; docs/decisions.md.
 
-
-#include <pthread.h>
 
 namespace cudamem::detail {
 
@@ -2437,7 +3166,7 @@ struct CUDAMEM_DETAIL_PROCESS_WIDE peer_table {
   static constexpr int max_devices = 64;
   /// One more guard of the pair; the first switches access on (`how.on`). On error nothing is counted.
   status acquire(device_id accessor, device_id owner, const peer_switch& how) noexcept {
-    const locked hold(lock_);
+    const lock_guard<mutex> hold(lock_);
     peer_entry& entry = entries_[accessor.get()][owner.get()];
     if (entry.guards == 0) {
       peer_entry fresh;
@@ -2449,7 +3178,7 @@ struct CUDAMEM_DETAIL_PROCESS_WIDE peer_table {
   }
   /// One guard fewer; the last switches off (`how.off`) what the first switched on. Precondition: one is held.
   void release(device_id accessor, device_id owner, const peer_switch& how) noexcept {
-    const locked hold(lock_);
+    const lock_guard<mutex> hold(lock_);
     peer_entry& entry = entries_[accessor.get()][owner.get()];
     if (entry.guards == 0 || --entry.guards > 0) return;
     how.off(accessor, owner, entry);
@@ -2458,19 +3187,13 @@ struct CUDAMEM_DETAIL_PROCESS_WIDE peer_table {
   /// The guards held for the pair now (0 for ordinals outside the table).
   unsigned guards(device_id accessor, device_id owner) noexcept {
     if (!in_table(accessor) || !in_table(owner)) return 0;
-    const locked hold(lock_);
+    const lock_guard<mutex> hold(lock_);
     return entries_[accessor.get()][owner.get()].guards;
   }
   static bool in_table(device_id id) noexcept { return id.get() >= 0 && id.get() < max_devices; }
 
  private:
-  struct locked {
-    explicit locked(pthread_mutex_t& mutex) noexcept : mutex_(mutex) { pthread_mutex_lock(&mutex_); }
-    ~locked() { pthread_mutex_unlock(&mutex_); }
-    locked(const locked&) = delete;  // one unlock per lock
-    pthread_mutex_t& mutex_;
-  };
-  pthread_mutex_t lock_ = PTHREAD_MUTEX_INITIALIZER;
+  mutex lock_;
   peer_entry entries_[max_devices][max_devices] = {};
 };
 /// Whether a peer_access guard lets `accessor` reach `owner`'s memory now (the process-wide registry).
@@ -2479,9 +3202,146 @@ inline bool peer_access_held(device_id accessor, device_id owner) noexcept {
 }
 
 }  // namespace cudamem::detail
+/// \file
+/// `pitched_span<T, Kind>`: rows of `width()` elements, `pitch_bytes()` apart, the 2D view passed to copies and
+/// kernels, as span is the 1D one. Only the view layer: a kernel that takes a pitched view compiles no owner, lock or
+/// copy engine (the owner is in pitched.hpp; the copies are in copy.hpp).
+///
+///   pitched_span<T, Kind>(first, width, height, pitch_bytes)   unchecked; trivially copyable, by value to kernels
+///     v(r, c), v.row(r), v.subspan_unchecked(r, c, rows, cols)   kernel-side; debug builds: CUDAMEM_ASSERT
+///     v.subspan(r, c, rows, cols)   checked: result<pitched_span>
+///     data(), width(), height(), pitch_bytes(), size(), empty(), device(), view()
+///   device_pitched_span<T>, pinned_pitched_span<T>, host_pitched_span<T>, managed_pitched_span<T>
+///   make_pitched(ptr, width, height, pitch_bytes)   checked: result<pitched_span>
+///   as_pitched(span, width, height)   a contiguous span as rows: result<pitched_span>
 
-#include <algorithm>
+
 #include <cstddef>
+#include <cstdint>
+#include <type_traits>
+
+namespace cudamem {
+
+/// A non-owning 2D view, trivially copyable (kernels take it by value); element access compiles where span's does.
+template <class T, memory_kind Kind>
+class pitched_span {
+ public:
+  using element_type = T;                  ///< T, with its const.
+  using value_type = std::remove_cv_t<T>;  ///< T without const or volatile.
+  using kind = Kind;                       ///< The memory kind.
+  using pointer = ptr<T, Kind>;            ///< The typed address of the first element.
+  using row_type = span<T, Kind>;          ///< One row.
+
+  CUDAMEM_HD constexpr pitched_span() noexcept : data_(), width_(0), height_(0), pitch_(0) {}  ///< An empty view.
+  /// `height` rows of `width` elements from `first`, `pitch_bytes` apart. Not checked: see make_pitched.
+  CUDAMEM_HD constexpr pitched_span(ptr<T, Kind> first, std::size_t width, std::size_t height,
+                                    std::size_t pitch_bytes) noexcept
+      : data_(first), width_(width), height_(height), pitch_(pitch_bytes) {}
+  /// The same elements, with const added or pinned widened to host (implicit; never the reverse).
+  template <class U, class K2>
+    requires(std::is_convertible_v<ptr<U, K2>, pointer> && !std::is_same_v<pitched_span<U, K2>, pitched_span>)
+  CUDAMEM_HD constexpr pitched_span(pitched_span<U, K2> other) noexcept
+      : pitched_span(other.data(), other.width(), other.height(), other.pitch_bytes()) {}
+
+  CUDAMEM_HD constexpr pointer data() const noexcept { return data_; }               ///< The first element.
+  CUDAMEM_HD constexpr std::size_t width() const noexcept { return width_; }         ///< Elements per row.
+  CUDAMEM_HD constexpr std::size_t height() const noexcept { return height_; }       ///< Rows.
+  CUDAMEM_HD constexpr std::size_t pitch_bytes() const noexcept { return pitch_; }   ///< Bytes between rows.
+  CUDAMEM_HD constexpr std::size_t size() const noexcept { return width_ * height_; }  ///< Elements, unchecked.
+  CUDAMEM_HD constexpr bool empty() const noexcept { return width_ == 0 || height_ == 0; }  ///< No element.
+  CUDAMEM_HD constexpr device_id device() const noexcept { return data_.device(); }  ///< As data().device().
+  CUDAMEM_HD constexpr pitched_span view() const noexcept { return *this; }  ///< This view, as an owner's view().
+  /// Element (r, c); checked by CUDAMEM_ASSERT in debug builds only (host and device).
+  CUDAMEM_DETAIL_ACCESSORS(T&, operator()(std::size_t r, std::size_t c), {
+    CUDAMEM_ASSERT(r < height_ && c < width_, "pitched_span index out of range");
+    return row_address(r)[c];
+  })
+  /// Row r as a span of width() elements; checked by CUDAMEM_ASSERT in debug builds only.
+  CUDAMEM_DETAIL_ACCESSORS(row_type, row(std::size_t r), {
+    CUDAMEM_ASSERT(r < height_, "pitched_span row out of range");
+    return row_type(pointer(row_address(r), data_.device()), width_);
+  })
+  /// Rows [r, r + rows) of columns [c, c + cols); unchecked but for CUDAMEM_ASSERT in debug builds (kernels).
+  CUDAMEM_HD pitched_span subspan_unchecked(std::size_t r, std::size_t c, std::size_t rows,
+                                            std::size_t cols) const noexcept {
+    CUDAMEM_ASSERT(r <= height_ && rows <= height_ - r && c <= width_ && cols <= width_ - c,
+                   "pitched_span subspan out of range");
+    return pitched_span(pointer(row_address(r) + c, data_.device()), cols, rows, pitch_);
+  }
+  /// As subspan_unchecked, checked; a null view stays null. Errors: out_of_range (leaves the view), size_overflow.
+  [[nodiscard]] result<pitched_span> subspan(std::size_t r, std::size_t c, std::size_t rows,
+                                             std::size_t cols) const noexcept {
+    constexpr const char* api = "pitched_span::subspan";
+    if (r > height_ || rows > height_ - r || c > width_ || cols > width_ - c)
+      return error(errc::out_of_range, api, "rows [%zu, %zu + %zu) x columns [%zu, %zu + %zu) leave a %zu x %zu view",
+                   r, r, rows, c, c, cols, width_, height_);
+    std::size_t row_offset = 0, column_offset = 0, offset = 0;
+    if (__builtin_mul_overflow(r, pitch_, &row_offset) || __builtin_mul_overflow(c, sizeof(T), &column_offset) ||
+        __builtin_add_overflow(row_offset, column_offset, &offset) || !detail::steppable(offset, 1))
+      return error(errc::size_overflow, api, "row %zu, column %zu is beyond what a pointer can step", r, c);
+    if (data_.get() == nullptr) return pitched_span(data_, cols, rows, pitch_);
+    return subspan_unchecked(r, c, rows, cols);
+  }
+
+ private:
+  CUDAMEM_HD T* row_address(std::size_t r) const noexcept {
+    using byte = std::conditional_t<std::is_const_v<T>, const unsigned char, unsigned char>;
+    return reinterpret_cast<T*>(reinterpret_cast<byte*>(data_.get()) + r * pitch_);
+  }
+  pointer data_;
+  std::size_t width_, height_, pitch_;
+};
+
+template <class T>
+using device_pitched_span = pitched_span<T, device>;  ///< A 2D view of device memory.
+template <class T>
+using pinned_pitched_span = pitched_span<T, pinned>;  ///< A 2D view of page-locked host memory.
+template <class T>
+using host_pitched_span = pitched_span<T, host>;  ///< A 2D view of pageable host memory.
+template <class T>
+using managed_pitched_span = pitched_span<T, managed>;  ///< A 2D view of managed memory.
+
+/// `height` rows of `width` from `first`, `pitch_bytes` apart, checked. Errors: invalid_argument (pitch below a row or
+/// not a multiple of alignof(T)), size_overflow (past the end of the address space).
+template <class T, memory_kind Kind>
+[[nodiscard]] result<pitched_span<T, Kind>> make_pitched(ptr<T, Kind> first, std::size_t width, std::size_t height,
+                                                         std::size_t pitch_bytes) noexcept {
+  constexpr const char* api = "make_pitched";
+  auto row_bytes = detail::bytes_of(width, sizeof(T), api);
+  if (!row_bytes) return row_bytes.error();
+  if (pitch_bytes % alignof(T) != 0)
+    return error(errc::invalid_argument, api, "pitch (%zu bytes) is not a multiple of the element's alignment (%zu)",
+                 pitch_bytes, alignof(T));
+  if (height > 0 && pitch_bytes < *row_bytes)
+    return error(errc::invalid_argument, api, "pitch (%zu bytes) is less than a row (%zu elements of %zu bytes)",
+                 pitch_bytes, width, sizeof(T));
+  std::size_t footprint = 0, end = 0;
+  if (height > 0 && (__builtin_mul_overflow(pitch_bytes, height - 1, &footprint) ||
+                     __builtin_add_overflow(footprint, *row_bytes, &footprint) || !detail::steppable(footprint, 1) ||
+                     __builtin_add_overflow(reinterpret_cast<std::uintptr_t>(first.get()), footprint, &end)))
+    return error(errc::size_overflow, api, "%zu rows of %zu bytes reach past the end of the address space", height,
+                 pitch_bytes);
+  return pitched_span<T, Kind>(first, width, height, pitch_bytes);
+}
+/// `flat` as `height` contiguous rows of `width`. Errors: extents_mismatch (width * height != size()), size_overflow.
+template <class T, memory_kind Kind>
+[[nodiscard]] result<pitched_span<T, Kind>> as_pitched(span<T, Kind> flat, std::size_t width,
+                                                       std::size_t height) noexcept {
+  constexpr const char* api = "as_pitched";
+  std::size_t count = 0;
+  if (__builtin_mul_overflow(width, height, &count) || count != flat.size())
+    return error(errc::extents_mismatch, api, "%zu x %zu elements do not match a span of %zu", width, height,
+                 flat.size());
+  auto row_bytes = detail::bytes_of(width, sizeof(T), api);
+  if (!row_bytes) return row_bytes.error();
+  return pitched_span<T, Kind>(flat.data(), width, height, *row_bytes);
+}
+
+}  // namespace cudamem
+
+#include <concepts>
+#include <cstddef>
+#include <cstdint>
 #include <type_traits>
 
 namespace cudamem {
@@ -2490,6 +3350,10 @@ namespace detail {
 template <class T, class K>
 constexpr operand operand_of(span<T, K> view) noexcept {
   return {view.data().get(), view.size(), 1, 0, view.device(), kind_id_of<K>};
+}
+template <class T, class K>
+constexpr operand operand_of(pitched_span<T, K> view) noexcept {
+  return {view.data().get(), view.width(), view.height(), view.pitch_bytes(), view.device(), kind_id_of<K>};
 }
 /// An owner passed as an rvalue: it goes away at the end of the full expression.
 template <class V>
@@ -2514,6 +3378,7 @@ constexpr void check_copy_types() {
                 "cudamem::copy: the element types of dst and src differ; copy between views of the same type "
                 "(to copy raw bytes, view both sides with cudamem::as_bytes / as_writable_bytes)");
   static_assert(!std::is_const_v<T>, "cudamem::copy: dst is a view of const elements");
+  use_copy2d_kernel<Dst, Src>();  // nvcc: a device-to-device copy with rows registers the engine's 2D kernel
 }
 /// A checked copy between two operands, synchronous (`s` null) or ordered on `*s`.
 [[gnu::always_inline]] inline status copy_operands(const operand& dst, const operand& src, std::size_t elem_size,
@@ -2553,15 +3418,34 @@ struct copy_fn {
     return copy_views(dst.view(), src.view(), &s, copy_rule_name[static_cast<int>(Rule)]);
   }
 };
+// Named so that the diagnostic says what is wrong: an integer constant outside 0-255 given to fill_bytes.
+inline void fill_bytes_value_must_be_0_to_255_or_cast_to_unsigned_char() noexcept {}
+/// The byte fill_bytes writes: an unsigned char or std::byte, or an integer constant from 0 to 255 (checked at compile
+/// time). An integer known only at run time does not convert: static_cast<unsigned char>(v) says the truncation is
+/// meant (docs/copies.md).
+struct fill_byte {
+  template <std::integral I>
+    requires(!std::is_same_v<I, bool>)
+  consteval fill_byte(I constant) noexcept : value(static_cast<unsigned char>(constant)) {
+    if constexpr (std::is_signed_v<I>)
+      if (constant < 0) fill_bytes_value_must_be_0_to_255_or_cast_to_unsigned_char();
+    if constexpr (sizeof(I) > 1)
+      if (static_cast<std::make_unsigned_t<I>>(constant) > 255u)
+        fill_bytes_value_must_be_0_to_255_or_cast_to_unsigned_char();
+  }
+  constexpr fill_byte(unsigned char byte) noexcept : value(byte) {}
+  constexpr fill_byte(std::byte byte) noexcept : value(static_cast<unsigned char>(byte)) {}
+  unsigned char value;
+};
 struct fill_bytes_fn {
   template <viewable_ref Dst>
-  [[nodiscard]] status operator()(Dst&& dst, unsigned char value) const noexcept {
-    return run(dst.view(), value, nullptr);
+  [[nodiscard]] status operator()(Dst&& dst, fill_byte value) const noexcept {
+    return run(dst.view(), value.value, nullptr);
   }
   template <viewable_ref Dst>
-  [[nodiscard]] status operator()(Dst&& dst, unsigned char value, stream_ref s) const noexcept {
+  [[nodiscard]] status operator()(Dst&& dst, fill_byte value, stream_ref s) const noexcept {
     check_stream_ordered<Dst>();
-    return run(dst.view(), value, &s);
+    return run(dst.view(), value.value, &s);
   }
   template <class View>
   static status run(View view, unsigned char value, const stream_ref* s) noexcept {
@@ -2612,9 +3496,16 @@ struct fill_fn {
     plan p;
     CUDAMEM_TRY(plan_fill(p, operand_of(view), sizeof(T), 0, api));
     if (p.dst.empty()) return {};
+    const region& d = p.dst;
+    if (reinterpret_cast<std::uintptr_t>(d.addr) % alignof(T) != 0)  // the kernel's stores would fault (sticky)
+      return error(errc::invalid_argument, api,
+                   "the address %p is not a multiple of the element's alignment (%zu bytes)", d.addr, alignof(T));
+    if (d.rows > 1 && d.pitch % alignof(T) != 0)
+      return error(errc::invalid_argument, api,
+                   "the pitch (%zu bytes) is not a multiple of the element's alignment (%zu bytes)", d.pitch,
+                   alignof(T));
     auto launch = s.device();
     if (!launch) return launch.error().with_api(api);
-    const region& d = p.dst;
     if (d.kind == kind_id::device && d.device != *launch && !peer_access_held(*launch, d.device))
       return error(errc::invalid_argument, api,
                    "the memory is on device %d, and a kernel on device %d (the stream's) cannot reach it without a "
@@ -2625,21 +3516,54 @@ struct fill_fn {
     const bool flat = d.contiguous();
     const std::size_t width = (flat ? d.row_bytes * d.rows : d.row_bytes) / sizeof(T), height = flat ? 1 : d.rows;
     constexpr unsigned threads = 256;
-    const auto blocks = static_cast<unsigned>(std::min<std::size_t>((width * height + threads - 1) / threads, 65536));
-    fill_kernel<T><<<blocks, threads, 0, s.get()>>>(static_cast<char*>(d.addr), width, height, d.pitch, T{value});
-    return check(cudaGetLastError(), api, "fill_kernel<<<>>>");
+    const std::size_t wanted = (width * height + threads - 1) / threads;
+    const auto blocks = static_cast<unsigned>(wanted < 65536 ? wanted : 65536);
+    return check(launch_kernel(&fill_kernel<T>, dim3(blocks), threads, s.get(), static_cast<char*>(d.addr), width,
+                               height, d.pitch, T{value}),
+                 api, "cudaLaunchKernelEx (fill_kernel)");
   }
 };
 }  // namespace detail
 
 /// fill(dst, value, stream), nvcc only: a kernel on the stream's device sets each element of `dst` to `value` (no
-/// narrowing); capturable. Errors: invalid_argument (another device's memory, no peer_access), CUDA errors.
+/// narrowing); capturable. Errors: invalid_argument (another device's memory, no peer_access; an address or pitch not
+/// a multiple of alignof(T), refused before the launch), CUDA errors (this launch's own, never an earlier one's).
 inline constexpr detail::fill_fn fill{};
 #endif
+
+namespace detail {
+template <class T, class DK, class U, class SK>
+status copy_rows(ptr<T, DK> dst, std::size_t dpitch, ptr<U, SK> src, std::size_t spitch, std::size_t width_bytes,
+                 std::size_t height, const stream_ref* s) noexcept {
+  check_copy_types<ptr<T, DK>, ptr<U, SK>>();
+  return copy_operands({dst.get(), width_bytes, height, dpitch, dst.device(), kind_id_of<DK>},
+                       {src.get(), width_bytes, height, spitch, src.device(), kind_id_of<SK>}, 1,
+                       copy_direction<DK, SK>, s, "copy_2d");
+}
+}  // namespace detail
+
+/// Copies `height` rows of `width_bytes` bytes from `src` (rows `spitch` bytes apart) to `dst` (`dpitch` apart) with
+/// copy's checks and synchronization (cudaMemcpy2D). Compile-time: same element type, dst not const. Errors: as copy.
+template <class T, memory_kind DK, class U, memory_kind SK>
+[[nodiscard]] status copy_2d(ptr<T, DK> dst, std::size_t dpitch, ptr<U, SK> src, std::size_t spitch,
+                             std::size_t width_bytes, std::size_t height) noexcept {
+  return detail::copy_rows(dst, dpitch, src, spitch, width_bytes, height, nullptr);
+}
+/// As copy_2d, ordered on `s` (cudaMemcpy2DAsync); does not synchronize; can be captured. No pageable host memory.
+template <class T, memory_kind DK, class U, memory_kind SK>
+[[nodiscard]] status copy_2d(ptr<T, DK> dst, std::size_t dpitch, ptr<U, SK> src, std::size_t spitch,
+                             std::size_t width_bytes, std::size_t height, stream_ref s) noexcept {
+  detail::check_stream_ordered<ptr<T, DK>, ptr<U, SK>>();
+  return detail::copy_rows(dst, dpitch, src, spitch, width_bytes, height, &s);
+}
 
 }  // namespace cudamem
 /// \file
 /// RAII page-locking of pageable host memory: `host_register(host_span<T>)` gives a move-only `host_registration<T>`.
+///
+///     result<host_registration<T>> host_register(host_span<T> range)   cudaHostRegister, portable and mapped
+///     host_registration<T>: view() -> pinned_span<T> (const registration: pinned_span<const T>), data()
+///       move-only; unregisters when it goes; deep-const; no view or pointer of a temporary
 
 
 #include <cstddef>
@@ -2699,12 +3623,19 @@ class host_registration {
     return registered;
   }
   /// The range as page-locked memory, while this lives; empty after a move.
-  [[nodiscard]] pinned_span<T> view() const& noexcept {
-    return pinned_span<T>(pinned_ptr<T>(static_cast<T*>(registered_.get())), registered_.valid() ? count_ : 0);
+  [[nodiscard]] pinned_span<T> view() & noexcept { return {data(), registered_.valid() ? count_ : 0}; }
+  /// As view(), of const T: a const registration does not give write access to the range.
+  [[nodiscard]] pinned_span<const T> view() const& noexcept { return {data(), registered_.valid() ? count_ : 0}; }
+  /// The range's first element (null when empty or moved from).
+  [[nodiscard]] pinned_ptr<T> data() & noexcept { return pinned_ptr<T>(static_cast<T*>(registered_.get())); }
+  /// As data(), of const T.
+  [[nodiscard]] pinned_ptr<const T> data() const& noexcept {
+    return pinned_ptr<const T>(static_cast<const T*>(registered_.get()));
   }
-  pinned_span<T> view() const&& = delete;  ///< Refused: it would outlive a temporary.
-  operator pinned_span<T>() const& noexcept { return view(); }  ///< As view().
-  operator pinned_span<T>() const&& = delete;  ///< Refused: it would outlive a temporary.
+  ///@{
+  /// Converts to its view as view() does; not a temporary registration, whose view would outlive it.
+  CUDAMEM_DETAIL_OWNER_VIEWS((pinned_span<T>), (pinned_span<const T>));
+  ///@}
 
  private:
   host_registration(void* address = nullptr, std::size_t count = 0) noexcept : registered_(address), count_(count) {}
@@ -2722,6 +3653,12 @@ template <class T>
 /// Peer access between the devices of one process: what CUDA reports about each pair (can_access_peer,
 /// peer_link_between, peers_of), and guards counted per pair process-wide (peer_access::enable, enable_both) that let
 /// one device's kernels and copies reach another's memory and default pool. Design: docs/decisions.md.
+///
+///     result<bool> can_access_peer(accessor, owner)
+///     result<peer_link> peer_link_between(accessor, owner);  result<peer_links> peers_of(accessor)
+///     result<peer_access> peer_access::enable(accessor, owner)   counted per pair; disabled when the last goes
+///       accessor(), owner(), valid(); move-only
+///     result<std::pair<peer_access, peer_access>> enable_both(a, b)
 
 
 #include <utility>
@@ -2887,139 +3824,23 @@ class peer_access {
 
 }  // namespace cudamem
 /// \file
-/// Pitched 2D memory of one kind: rows of `width()` elements, `pitch_bytes()` apart. Views and owners take part in
-/// copy.hpp's copies and fills like spans: with 2D of the same extents, or with a span of as many elements.
+/// `pitched_buffer<T, Kind>`: owning pitched 2D memory of one kind, rows of `width()` elements `pitch_bytes()` apart,
+/// as buffer is the 1D owner; its view is a pitched_span (pitched_span.hpp). Views and owners take part in copy.hpp's
+/// copies and fills like spans: with 2D of the same extents, or with a span of as many elements. This header also
+/// brings in copy.hpp, where copy_2d is, so that code written against it before copy_2d moved there still compiles.
 ///
-///   pitched_span<T, Kind>: v(row, col), v.row(r), subspan; make_pitched, as_pitched   checked: result<pitched_span>
-///   pitched_buffer<T, Kind>::allocate(width, height [, device_id | stream_ref [, resource_ref<Kind>]])   owning
-///   copy_2d(dst, dpitch, src, spitch, width_bytes, height [, stream])   cudaMemcpy2D on typed pointers
+///   pitched_buffer<T, Kind>::allocate(width, height [, device_id | stream_ref [, resource_ref<Kind>]])   padded rows
+///     b.view(), b.data(), width(), height(), pitch_bytes(), empty(), device(), stream(), resource(), set_stream(s)
+///     move-only, deep-const (a const buffer views const T); no view or pointer of a temporary
+///   device_pitched_buffer<T>, pinned_pitched_buffer<T>, host_pitched_buffer<T>, managed_pitched_buffer<T>
+///   from pitched_span.hpp: pitched_span<T, Kind>, make_pitched, as_pitched; from copy.hpp: copy, fill, copy_2d
 
 
 #include <cstddef>
-#include <cstdint>
 #include <type_traits>
 #include <utility>
 
 namespace cudamem {
-
-/// A non-owning 2D view, trivially copyable (kernels take it by value); element access compiles where span's does.
-template <class T, memory_kind Kind>
-class pitched_span {
- public:
-  using element_type = T;                  ///< T, with its const.
-  using value_type = std::remove_cv_t<T>;  ///< T without const or volatile.
-  using kind = Kind;                       ///< The memory kind.
-  using pointer = ptr<T, Kind>;            ///< The typed address of the first element.
-  using row_type = span<T, Kind>;          ///< One row.
-
-  CUDAMEM_HD constexpr pitched_span() noexcept : data_(), width_(0), height_(0), pitch_(0) {}  ///< An empty view.
-  /// `height` rows of `width` elements from `first`, `pitch_bytes` apart. Not checked: see make_pitched.
-  CUDAMEM_HD constexpr pitched_span(ptr<T, Kind> first, std::size_t width, std::size_t height,
-                                    std::size_t pitch_bytes) noexcept
-      : data_(first), width_(width), height_(height), pitch_(pitch_bytes) {}
-  /// The same elements, with const added or pinned widened to host (implicit; never the reverse).
-  template <class U, class K2>
-    requires(std::is_convertible_v<ptr<U, K2>, pointer> && !std::is_same_v<pitched_span<U, K2>, pitched_span>)
-  CUDAMEM_HD constexpr pitched_span(pitched_span<U, K2> other) noexcept
-      : pitched_span(other.data(), other.width(), other.height(), other.pitch_bytes()) {}
-
-  CUDAMEM_HD constexpr pointer data() const noexcept { return data_; }               ///< The first element.
-  CUDAMEM_HD constexpr std::size_t width() const noexcept { return width_; }         ///< Elements per row.
-  CUDAMEM_HD constexpr std::size_t height() const noexcept { return height_; }       ///< Rows.
-  CUDAMEM_HD constexpr std::size_t pitch_bytes() const noexcept { return pitch_; }   ///< Bytes between rows.
-  CUDAMEM_HD constexpr std::size_t size() const noexcept { return width_ * height_; }  ///< Elements, unchecked.
-  CUDAMEM_HD constexpr bool empty() const noexcept { return width_ == 0 || height_ == 0; }  ///< No element.
-  CUDAMEM_HD constexpr device_id device() const noexcept { return data_.device(); }  ///< As data().device().
-  CUDAMEM_HD constexpr pitched_span view() const noexcept { return *this; }  ///< This view, as an owner's view().
-  /// Element (r, c); checked by CUDAMEM_ASSERT in debug builds only (host and device).
-  CUDAMEM_DETAIL_ACCESSORS(T&, operator()(std::size_t r, std::size_t c), {
-    CUDAMEM_ASSERT(r < height_ && c < width_, "pitched_span index out of range");
-    return row_address(r)[c];
-  })
-  /// Row r as a span of width() elements; checked by CUDAMEM_ASSERT in debug builds only.
-  CUDAMEM_DETAIL_ACCESSORS(row_type, row(std::size_t r), {
-    CUDAMEM_ASSERT(r < height_, "pitched_span row out of range");
-    return row_type(pointer(row_address(r), data_.device()), width_);
-  })
-  /// Rows [r, r + rows) of columns [c, c + cols); unchecked but for CUDAMEM_ASSERT in debug builds (kernels).
-  CUDAMEM_HD pitched_span subspan_unchecked(std::size_t r, std::size_t c, std::size_t rows,
-                                            std::size_t cols) const noexcept {
-    CUDAMEM_ASSERT(r <= height_ && rows <= height_ - r && c <= width_ && cols <= width_ - c,
-                   "pitched_span subspan out of range");
-    return pitched_span(pointer(row_address(r) + c, data_.device()), cols, rows, pitch_);
-  }
-  /// As subspan_unchecked, checked; a null view stays null. Errors: out_of_range (leaves the view), size_overflow.
-  [[nodiscard]] result<pitched_span> subspan(std::size_t r, std::size_t c, std::size_t rows,
-                                             std::size_t cols) const noexcept {
-    constexpr const char* api = "pitched_span::subspan";
-    if (r > height_ || rows > height_ - r || c > width_ || cols > width_ - c)
-      return error(errc::out_of_range, api, "rows [%zu, %zu + %zu) x columns [%zu, %zu + %zu) leave a %zu x %zu view",
-                   r, r, rows, c, c, cols, width_, height_);
-    std::size_t row_offset = 0, column_offset = 0, offset = 0;
-    if (__builtin_mul_overflow(r, pitch_, &row_offset) || __builtin_mul_overflow(c, sizeof(T), &column_offset) ||
-        __builtin_add_overflow(row_offset, column_offset, &offset) || !detail::steppable(offset, 1))
-      return error(errc::size_overflow, api, "row %zu, column %zu is beyond what a pointer can step", r, c);
-    if (data_.get() == nullptr) return pitched_span(data_, cols, rows, pitch_);
-    return subspan_unchecked(r, c, rows, cols);
-  }
-
- private:
-  CUDAMEM_HD T* row_address(std::size_t r) const noexcept {
-    using byte = std::conditional_t<std::is_const_v<T>, const unsigned char, unsigned char>;
-    return reinterpret_cast<T*>(reinterpret_cast<byte*>(data_.get()) + r * pitch_);
-  }
-  // For copy.hpp's copies and fills (found by argument-dependent lookup).
-  friend detail::operand operand_of(pitched_span v) noexcept {
-    return {v.data_.get(), v.width_, v.height_, v.pitch_, v.device(), detail::kind_id_of<Kind>};
-  }
-  pointer data_;
-  std::size_t width_, height_, pitch_;
-};
-
-template <class T>
-using device_pitched_span = pitched_span<T, device>;  ///< A 2D view of device memory.
-template <class T>
-using pinned_pitched_span = pitched_span<T, pinned>;  ///< A 2D view of page-locked host memory.
-template <class T>
-using host_pitched_span = pitched_span<T, host>;  ///< A 2D view of pageable host memory.
-template <class T>
-using managed_pitched_span = pitched_span<T, managed>;  ///< A 2D view of managed memory.
-
-/// `height` rows of `width` from `first`, `pitch_bytes` apart, checked. Errors: invalid_argument (pitch below a row or
-/// not a multiple of alignof(T)), size_overflow (past the end of the address space).
-template <class T, memory_kind Kind>
-[[nodiscard]] result<pitched_span<T, Kind>> make_pitched(ptr<T, Kind> first, std::size_t width, std::size_t height,
-                                                         std::size_t pitch_bytes) noexcept {
-  constexpr const char* api = "make_pitched";
-  auto row_bytes = detail::bytes_of(width, sizeof(T), api);
-  if (!row_bytes) return row_bytes.error();
-  if (pitch_bytes % alignof(T) != 0)
-    return error(errc::invalid_argument, api, "pitch (%zu bytes) is not a multiple of the element's alignment (%zu)",
-                 pitch_bytes, alignof(T));
-  if (height > 0 && pitch_bytes < *row_bytes)
-    return error(errc::invalid_argument, api, "pitch (%zu bytes) is less than a row (%zu elements of %zu bytes)",
-                 pitch_bytes, width, sizeof(T));
-  std::size_t footprint = 0, end = 0;
-  if (height > 0 && (__builtin_mul_overflow(pitch_bytes, height - 1, &footprint) ||
-                     __builtin_add_overflow(footprint, *row_bytes, &footprint) || !detail::steppable(footprint, 1) ||
-                     __builtin_add_overflow(reinterpret_cast<std::uintptr_t>(first.get()), footprint, &end)))
-    return error(errc::size_overflow, api, "%zu rows of %zu bytes reach past the end of the address space", height,
-                 pitch_bytes);
-  return pitched_span<T, Kind>(first, width, height, pitch_bytes);
-}
-/// `flat` as `height` contiguous rows of `width`. Errors: extents_mismatch (width * height != size()), size_overflow.
-template <class T, memory_kind Kind>
-[[nodiscard]] result<pitched_span<T, Kind>> as_pitched(span<T, Kind> flat, std::size_t width,
-                                                       std::size_t height) noexcept {
-  constexpr const char* api = "as_pitched";
-  std::size_t count = 0;
-  if (__builtin_mul_overflow(width, height, &count) || count != flat.size())
-    return error(errc::extents_mismatch, api, "%zu x %zu elements do not match a span of %zu", width, height,
-                 flat.size());
-  auto row_bytes = detail::bytes_of(width, sizeof(T), api);
-  if (!row_bytes) return row_bytes.error();
-  return pitched_span<T, Kind>(flat.data(), width, height, *row_bytes);
-}
 
 /// Owns uninitialized pitched rows, freed as the buffer it holds. Move-only (moved-from: empty), deep-const.
 template <class T, memory_kind Kind>
@@ -3073,15 +3894,13 @@ class pitched_buffer {
   /// The rows as a view, valid while the buffer lives; const elements for a const buffer. Not of a temporary.
   [[nodiscard]] pitched_span<T, Kind> view() & noexcept { return {rows_.data(), width_, height_, pitch_}; }
   [[nodiscard]] pitched_span<const T, Kind> view() const& noexcept { return {rows_.data(), width_, height_, pitch_}; }
-  void view() const&& = delete;
-  operator pitched_span<T, Kind>() & noexcept { return view(); }
-  operator pitched_span<const T, Kind>() const& noexcept { return view(); }
-  operator pitched_span<T, Kind>() const&& = delete;
-  operator pitched_span<const T, Kind>() const&& = delete;
   ///@}
   [[nodiscard]] ptr<T, Kind> data() & noexcept { return rows_.data(); }  ///< The first element (null when empty).
   [[nodiscard]] ptr<const T, Kind> data() const& noexcept { return rows_.data(); }  ///< As data(), of const T.
-  void data() const&& = delete;
+  ///@{
+  /// Converts to its view as view() does; not a temporary buffer, whose view would dangle.
+  CUDAMEM_DETAIL_OWNER_VIEWS((pitched_span<T, Kind>), (pitched_span<const T, Kind>));
+  ///@}
   [[nodiscard]] std::size_t width() const noexcept { return width_; }  ///< Elements per row.
   [[nodiscard]] std::size_t height() const noexcept { return height_; }  ///< Rows.
   [[nodiscard]] std::size_t pitch_bytes() const noexcept { return pitch_; }  ///< Bytes from a row to the next.
@@ -3139,32 +3958,6 @@ using host_pitched_buffer = pitched_buffer<T, host>;  ///< Owning pitched pageab
 template <class T>
 using managed_pitched_buffer = pitched_buffer<T, managed>;  ///< Owning pitched managed memory.
 
-namespace detail {
-template <class T, class DK, class U, class SK>
-status copy_rows(ptr<T, DK> dst, std::size_t dpitch, ptr<U, SK> src, std::size_t spitch, std::size_t width_bytes,
-                 std::size_t height, const stream_ref* s) noexcept {
-  check_copy_types<ptr<T, DK>, ptr<U, SK>>();
-  return copy_operands({dst.get(), width_bytes, height, dpitch, dst.device(), kind_id_of<DK>},
-                       {src.get(), width_bytes, height, spitch, src.device(), kind_id_of<SK>}, 1,
-                       copy_direction<DK, SK>, s, "copy_2d");
-}
-}  // namespace detail
-
-/// Copies `height` rows of `width_bytes` bytes from `src` (rows `spitch` bytes apart) to `dst` (`dpitch` apart) with
-/// copy's checks and synchronization (cudaMemcpy2D). Compile-time: same element type, dst not const. Errors: as copy.
-template <class T, memory_kind DK, class U, memory_kind SK>
-[[nodiscard]] status copy_2d(ptr<T, DK> dst, std::size_t dpitch, ptr<U, SK> src, std::size_t spitch,
-                             std::size_t width_bytes, std::size_t height) noexcept {
-  return detail::copy_rows(dst, dpitch, src, spitch, width_bytes, height, nullptr);
-}
-/// As copy_2d, ordered on `s` (cudaMemcpy2DAsync); does not synchronize; can be captured. No pageable host memory.
-template <class T, memory_kind DK, class U, memory_kind SK>
-[[nodiscard]] status copy_2d(ptr<T, DK> dst, std::size_t dpitch, ptr<U, SK> src, std::size_t spitch,
-                             std::size_t width_bytes, std::size_t height, stream_ref s) noexcept {
-  detail::check_stream_ordered<ptr<T, DK>, ptr<U, SK>>();
-  return detail::copy_rows(dst, dpitch, src, spitch, width_bytes, height, &s);
-}
-
 }  // namespace cudamem
 /// \file
 /// Pools and adaptors over the memory resources of resource.hpp, and per-stream registration (registry.hpp).
@@ -3180,11 +3973,8 @@ template <class T, memory_kind DK, class U, memory_kind SK>
 // cudamem, internal: the caching pool's size classes, its lock and its stream order (tests/host/pool.cpp fakes it).
 
 
-#include <atomic>
-#include <bit>
 #include <cstdint>
-#include <optional>
-#include <thread>
+#include <new>
 
 namespace cudamem::detail {
 
@@ -3198,7 +3988,7 @@ inline constexpr std::size_t max_class_bytes = std::size_t{1} << 62;  ///< the l
 /// The class of a request of `bytes`, in (0, max_class_bytes].
 inline constexpr size_class class_of_checked(std::size_t bytes) noexcept {
   if (bytes <= 256) return size_class{0, 256};
-  const int log2_ceiling = std::bit_width(bytes - 1);  // 2^(log2_ceiling - 1) < bytes <= 2^log2_ceiling
+  const int log2_ceiling = 64 - __builtin_clzll(bytes - 1);  // 2^(log2_ceiling - 1) < bytes <= 2^log2_ceiling
   const int step_log2 = log2_ceiling - 3;  // a step is a quarter of 2^(log2_ceiling - 1): a shift, not a division
   const std::size_t base = std::size_t{1} << (log2_ceiling - 1), step = std::size_t{1} << step_log2;
   const std::size_t steps = (bytes - base + step - 1) >> step_log2;  // 1 to 4
@@ -3214,65 +4004,58 @@ inline constexpr std::size_t size_class_bytes(std::size_t index) noexcept {  // 
   return index == 0 ? 256 : (std::size_t{1} << ((index - 1) / 4 + 6)) * (4 + (index - 1) % 4 + 1);
 }
 
-/// A test-and-test-and-set lock: uncontended, one atomic exchange (a third of a std::mutex's cost); a waiter yields.
-class spin_lock {
- public:
-  bool try_lock() noexcept {
-    return !held_.load(std::memory_order_relaxed) && !held_.exchange(true, std::memory_order_acquire);
-  }
-  void lock() noexcept {
-    while (!try_lock()) std::this_thread::yield();
-  }
-  void unlock() noexcept { held_.store(false, std::memory_order_release); }
-
- private:
-  std::atomic<bool> held_{false};
-};
-
-/// Streams through CUDA's driver entry points (no runtime call on the pool's hot path), known by handle and
-/// cudaStreamGetId; an event per stream marks its frees. Failed records go to the release handler (queries: not done).
+/// Streams through CUDA's driver entry points (no runtime call on the pool's hot path), known by cudaStreamGetId; an
+/// event per stream marks its frees, recorded only on the stream of a call in progress. Failed records go to the
+/// release handler, from the pool with no lock held (queries: not done).
 struct cuda_stream_order {
   using marker = cudaEvent_t;  ///< null until the stream's first mark
+
+  cuda_stream_order() noexcept : own_(new(std::nothrow) own_streams) {}
+  cuda_stream_order(cuda_stream_order&&) noexcept = default;
 
   /// Relaxed capture mode while the result lives: one switch around a whole trim or release.
   static relaxed_capture_scope relaxed() noexcept { return {}; }
   /// Moved from: invalid_argument; capturing: capture_active.
   status usable(stream_ref s, const char* api) const noexcept {
-    if (CUstreamCaptureStatus capture{};
-        s.valid() && driver_capture_status(s.get(), capture) && capture == CU_STREAM_CAPTURE_STATUS_NONE) [[likely]]
+    if (cudaStreamCaptureStatus capture{};
+        s.valid() && driver_capture_status(s.get(), capture) && capture == cudaStreamCaptureStatusNone) [[likely]]
       return {};
     if (!s.valid()) return handle_moved_from(api, "stream");
     return refuse_capture(s.get(), api,
                           "a caching pool cannot serve a stream that is being captured (a graph replay would reuse "
                           "its blocks behind the pool's back); register device_pool_resource there");
   }
-  result<std::uint64_t> id(stream_ref s, const char* api) const noexcept {  // of a stream not capturing
+  // Of a stream not capturing, for a reference that carries no id (from_native_handle, or adopted while capturing).
+  result<std::uint64_t> id(stream_ref s, const char* api) const noexcept {
     unsigned long long id = 0;
     return check(stream_unique_id(s.get(), &id), api, "cudaStreamGetId").transform([&] { return std::uint64_t{id}; });
   }
   result<int> device(stream_ref s, const char* api) const noexcept {
     return s.device().transform(&device_id::get).transform_error([api](const error& e) { return e.with_api(api); });
   }
-  /// Records `m` (created on first use, on `device`) on `s`: it completes once the work queued so far is done.
-  status mark(marker& m, int device, stream_ref s) const noexcept {
-    constexpr const char* api = "caching_pool";
-    if (m == nullptr) {
-      auto guard = device_guard::set(device_id(device));
-      if (!guard) return guard.error().with_api(api);
-      CUDAMEM_TRY(check(cudaEventCreateWithFlags(&m, cudaEventDisableTiming), api, "cudaEventCreateWithFlags"));
-    }
-    return check(record_event(m, s.get()), api, "cudaEventRecord");
+  /// The device of block `p` (asked only by a pool that has served several devices).
+  result<int> device_of(void* p) const noexcept {
+    cudaPointerAttributes attributes{};
+    CUDAMEM_TRY(check(cudaPointerGetAttributes(&attributes, p), "caching_pool", "cudaPointerGetAttributes"));
+    return attributes.device;
   }
-  /// mark() on stream `id` at `handle` if a stream object owns it (so it cannot end meanwhile), it is still stream
-  /// `id` and it is not capturing: true once recorded, false where not; CUDA's errors, to report unlocked.
+  /// The current device (-1 if CUDA cannot say).
+  int current_device() const noexcept { return cudamem::current_device().transform(&device_id::get).value_or(-1); }
+  /// Records `m` (created on first use, on `device`) on `s`, the stream of the caller's allocate or deallocate (live,
+  /// not capturing): it completes once the work queued so far is done. It runs under the stream state's lock, so it
+  /// never calls the release handler: a failed switch back to the caller's device is returned, as CUDA's errors are,
+  /// and the pool reports it unlocked.
+  status mark(marker& m, int device, stream_ref s) const noexcept {
+    if (m == nullptr) CUDAMEM_TRY(create_marker(m, device));
+    return check(record_event(m, s.get()), "caching_pool", "cudaEventRecord");
+  }
+  /// mark() on stream `id` (at `handle`) while a stream object owns it, so that it cannot end meanwhile, and only if it
+  /// is not capturing (the record would join the capture): true once recorded, false where not (its blocks then wait
+  /// for the device); CUDA's errors, which the caller reports with no lock held.
   result<bool> mark_live(marker& m, int device, cudaStream_t handle, std::uint64_t id) const noexcept {
-    return while_owned(handle, [&]() -> result<bool> {
-      unsigned long long now = 0;
-      CUstreamCaptureStatus capture{};
-      const auto get_id = driver().stream_get_id;
-      if (get_id == nullptr || get_id(handle, &now) != CUDA_SUCCESS || now != id ||
-          !driver_capture_status(handle, capture) || capture != CU_STREAM_CAPTURE_STATUS_NONE)
-        return false;
+    return while_stream_lives(id, [&]() -> result<bool> {
+      cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+      if (!driver_capture_status(handle, capture) || capture != cudaStreamCaptureStatusNone) return false;
       return mark(m, device, stream_ref::from_native_handle(handle, device_id(device))).transform([] { return true; });
     });
   }
@@ -3302,16 +4085,65 @@ struct cuda_stream_order {
     }
     return f();
   }
-  /// `free` on this thread's default stream (it joins no capture), `device` current.
+  /// `free` of a finished block on the pool's own non-blocking stream of `device` (made at first use, `device`
+  /// current): nobody else knows it, so it is never captured, whatever the caller's threads capture (the per-thread
+  /// default stream included). False, the release handler told why, where there is none: the block stays cached.
   template <class Free>
-  void give_back(int device, Free&& free) const noexcept {
-    on_device(device, [&] { free(stream_ref::per_thread()); });
+  bool give_back(int device, Free&& free) const noexcept {
+    auto guard = select(device);
+    if (guard && !*guard) {
+      report_release_failure(guard->error().with_api("caching_pool"));
+      return false;
+    }
+    auto own = own_stream(device < 0 ? current_device() : device);
+    if (!own) {
+      report_release_failure(own.error());
+      return false;
+    }
+    free(*own);
+    return true;
   }
 
  private:
-  static std::optional<result<device_guard>> select(int device) noexcept {  // none for -1
-    if (device < 0) return std::nullopt;
+  struct own_streams {  // the pool's streams, by device ordinal; destroyed with the pool
+    mutex lock;
+    vec<cudaStream_t> by_device;
+    own_streams() = default;
+    own_streams(const own_streams&) = delete;
+    own_streams& operator=(const own_streams&) = delete;
+    ~own_streams() {
+      for (cudaStream_t s : by_device)
+        if (s != nullptr) check_release(cudaStreamDestroy(s), "cudaStreamDestroy");
+    }
+  };
+  // The pool's stream of `device`, which must be current. Made in relaxed capture mode: a capture elsewhere stays.
+  result<stream_ref> own_stream(int device) const noexcept {
+    constexpr const char* api = "caching_pool";
+    if (!own_ || device < 0) return error(errc::out_of_memory, api, "no stream to give blocks back on");
+    const lock_guard<mutex> lock(own_->lock);
+    auto& by_device = own_->by_device;
+    if (by_device.size() <= std::size_t(device)) by_device.resize(std::size_t(device) + 1, nullptr);
+    cudaStream_t& s = by_device[std::size_t(device)];
+    if (s == nullptr) {
+      relaxed_capture_scope relaxed;
+      CUDAMEM_TRY(check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), api, "cudaStreamCreateWithFlags"));
+    }
+    return stream_ref::from_native_handle(s, device_id(device));
+  }
+  owner<own_streams> own_;
+
+  static maybe<result<device_guard>> select(int device) noexcept {  // none for -1
+    if (device < 0) return {};
     return device_guard::set(device_id(device));
+  }
+  static status create_marker(marker& m, int device) noexcept {  // on `device`; the current device stays
+    constexpr const char* api = "caching_pool";
+    int previous = 0;
+    CUDAMEM_TRY(check(cudaGetDevice(&previous), api, "cudaGetDevice"));
+    if (previous != device) CUDAMEM_TRY(check(cudaSetDevice(device), api, "cudaSetDevice"));
+    const status made = check(cudaEventCreateWithFlags(&m, cudaEventDisableTiming), api, "cudaEventCreateWithFlags");
+    if (previous != device) CUDAMEM_TRY(check(cudaSetDevice(previous), api, "cudaSetDevice"));
+    return made;
   }
   static bool succeeded(cudaError_t code, const char* cuda_call) noexcept {
     check_release(code, cuda_call);
@@ -3321,14 +4153,8 @@ struct cuda_stream_order {
 
 }  // namespace cudamem::detail
 
-#include <algorithm>
-#include <atomic>
 #include <cstdint>
-#include <memory>
-#include <mutex>
-#include <tuple>
 #include <utility>
-#include <vector>
 
 namespace cudamem {
 
@@ -3359,15 +4185,19 @@ struct caching_statistics {
 };
 
 /// Caches blocks of `Upstream` per (stream, size class): reused on the freeing stream at once, on another stream of
-/// its device once an event shows the free done. Out of memory: gives the cache back, retries once. Thread-safe;
-/// caches for max_streams streams, the rest use the upstream; refuses capturing streams. The release handler must not
-/// call into the pool; the pool must outlive its buffers. `StreamOrder` tells streams apart and orders them.
+/// its device once an event shows the free done. A block freed on another device's stream goes back to the upstream.
+/// Out of memory: gives the cache back, retries once. Thread-safe; caches for max_streams streams (finished caches
+/// give their place up), the rest use the upstream; refuses to allocate on capturing streams and keeps blocks freed
+/// there until its destruction. Gives blocks back on a stream of its own. The release handler must not call into the
+/// pool; the pool must outlive its buffers and the graphs that used them. `StreamOrder` tells streams apart.
 template <class Upstream, class StreamOrder = detail::cuda_stream_order>
 class caching_pool {
  public:
   using kind = typename Upstream::kind;  ///< the upstream's kind
   static constexpr std::size_t block_alignment = 256;  ///< every block is this aligned (CUDA's guarantee)
   static constexpr std::size_t max_streams = 64;       ///< streams with a cache at once
+  /// Streams in slots from here on record an event at each free, so that their caches can be taken over once done.
+  static constexpr std::size_t eager_slots_from = max_streams * 3 / 4;
   static constexpr bool selects_device = true;  ///< it makes the stream's device current for the upstream's calls
 
   /// A pool over `upstream`.
@@ -3375,10 +4205,22 @@ class caching_pool {
       : upstream_(upstream), order_(std::move(order)) {}
   caching_pool(const caching_pool&) = delete;
   caching_pool& operator=(const caching_pool&) = delete;
-  /// Gives every cached block back (waits for their streams).
+  /// Gives every cached block back (waits for their streams), and the blocks freed during captures after a wait for
+  /// their devices (the graphs that used them must be done).
   ~caching_pool() {
     release();
-    for (auto& st : states_) order_.destroy(st->event);
+    [[maybe_unused]] const auto relaxed = order_.relaxed();
+    detail::vec<int> waited;
+    for (const auto& [device, address, bytes] : captured_) {
+      if (!waited.contains(device) && order_.wait_device(device)) waited.push_back(device);
+      if (!waited.contains(device)) continue;  // the release handler heard: it stays
+      if (order_.give_back(device, [&](stream_ref s) { upstream_.deallocate(s, address, bytes, block_alignment); }))
+        reserve(0 - bytes, std::size_t(0) - 1);
+    }
+    for (stream_state* st : states_) {
+      order_.destroy(st->event);
+      delete st;
+    }
   }
 
   /// A block of at least `bytes` for `s`, in its order; does not synchronize. Errors: invalid_argument (alignment,
@@ -3393,8 +4235,9 @@ class caching_pool {
     }
     return allocate_checked(s, bytes, alignment);
   }
-  /// Caches a block for `s`, its last use's stream; does not synchronize. A default or capturing stream gives it to
-  /// the upstream in its order; on a moved-from one it stays in use. Failures go to the release handler.
+  /// Caches a block for `s`, its last use's stream; does not synchronize. A default stream, or one of another device
+  /// than the block's, gives it to the upstream in its order; a capturing one keeps it for the graph until the pool
+  /// goes; on a moved-from one it stays in use. Failures go to the release handler.
   [[gnu::always_inline]] void deallocate(stream_ref s, void* p, std::size_t bytes, std::size_t) noexcept {
     if (stream_state* st = known_state(s, bytes, 1); st != nullptr && p != nullptr) [[likely]]
       if (order_.usable(s, "caching_pool::deallocate") && cache(*st, p, detail::class_of_checked(bytes), s)) return;
@@ -3403,23 +4246,24 @@ class caching_pool {
 
   void trim() noexcept { give_back(false); }  ///< Gives back the cached blocks known done; does not wait.
   void release() noexcept { give_back(true); }  ///< Waits for all cached blocks' streams, gives all back.
+  // Neither gives back the blocks freed during captures: the destructor does.
   /// A snapshot of the counters.
   [[nodiscard]] caching_statistics statistics() const noexcept {
     caching_statistics out;
-    const std::lock_guard<std::mutex> lock(mutex_);
+    const detail::lock_guard<detail::mutex> lock(mutex_);
     for (const auto& st : states_) add(out, *st);
     add(out, overflow_);
-    out.bytes_reserved = reserved_bytes_.load(std::memory_order_relaxed);
-    out.blocks_reserved = reserved_blocks_.load(std::memory_order_relaxed);
-    out.peak_bytes_reserved = peak_.load(std::memory_order_relaxed);
+    out.bytes_reserved = reserved_bytes_.load(detail::memory_order_relaxed);
+    out.blocks_reserved = reserved_blocks_.load(detail::memory_order_relaxed);
+    out.peak_bytes_reserved = peak_.load(detail::memory_order_relaxed);
     // Sums taken while blocks move between streams can be off for a moment.
-    const auto clamp = [](std::size_t v, std::size_t most) { return std::ptrdiff_t(v) < 0 ? 0 : std::min(v, most); };
+    const auto clamp = [](std::size_t v, std::size_t most) { return std::ptrdiff_t(v) < 0 ? 0 : v < most ? v : most; };
     out.bytes_in_use = clamp(out.bytes_in_use, out.bytes_reserved);
     out.blocks_in_use = clamp(out.blocks_in_use, out.blocks_reserved);
     out.bytes_cached = out.bytes_reserved - out.bytes_in_use;
     out.blocks_cached = out.blocks_reserved - out.blocks_in_use;
-    out.upstream_allocations = upstream_allocations_.load(std::memory_order_relaxed);
-    out.out_of_memory_retries = retries_.load(std::memory_order_relaxed);
+    out.upstream_allocations = upstream_allocations_.load(detail::memory_order_relaxed);
+    out.out_of_memory_retries = retries_.load(detail::memory_order_relaxed);
     return out;
   }
 
@@ -3429,37 +4273,62 @@ class caching_pool {
     void* address;
     std::uint64_t mark;  // the stream's free count when it came back
   };
+  struct device_block {  // a block leaving the caches, or kept for a graph
+    int device;
+    void* address;
+    std::size_t bytes;
+  };
   struct alignas(64) stream_state {  // counters wrap: a block freed on another stream counts on both
     stream_state(cudaStream_t h, std::uint64_t i, int d) noexcept : handle(h), id(i), device(d) {}
     const cudaStream_t handle;  // this cache line is read by every find(): nothing written often
-    const std::uint64_t id;
+    const std::uint64_t id;     // cudaStreamGetId's: never repeated in a process, unlike the handle
     const int device;
     alignas(64) mutable detail::spin_lock lock;
-    std::atomic<std::uint64_t> confirmed{~std::uint64_t{0}};  // see state_for
     bool demanded = false;  // another stream found blocks no event covers: record one at our next call
+    bool eager = false;     // in a slot from eager_slots_from: demanded stays set, each free is covered at once
     bool retired = false;   // its stream is gone or its slot was taken: never cached into again
     marker event{};
     std::uint64_t frees = 0, recorded = 0, passed = 0;  // frees so far; frees the last record covers; known done
     std::size_t bytes_in_use = 0, blocks_in_use = 0, reused = 0, reused_across = 0;
-    std::unique_ptr<std::vector<block>[]> lists;  // per size class; made at the first free
+    detail::owner<detail::vec<block>[]> lists;  // per size class; made at the first free
     void in_use(std::size_t bytes, std::size_t blocks) noexcept {  // negative as wrapped unsigned
       bytes_in_use += bytes;
       blocks_in_use += blocks;
     }
   };
   static void add(caching_statistics& out, const stream_state& st) noexcept {
-    const std::lock_guard<detail::spin_lock> lock(st.lock);
+    const detail::lock_guard<detail::spin_lock> lock(st.lock);
     out.bytes_in_use += st.bytes_in_use;
     out.blocks_in_use += st.blocks_in_use;
     out.reused += st.reused;
     out.reused_across_streams += st.reused_across;
   }
   void reserve(std::size_t bytes, std::size_t blocks) noexcept {  // negative as wrapped unsigned
-    const std::size_t now = reserved_bytes_.fetch_add(bytes, std::memory_order_relaxed) + bytes;
-    reserved_blocks_.fetch_add(blocks, std::memory_order_relaxed);
-    if (blocks == 1) upstream_allocations_.fetch_add(1, std::memory_order_relaxed);
-    std::size_t peak = peak_.load(std::memory_order_relaxed);
-    while (blocks == 1 && now > peak && !peak_.compare_exchange_weak(peak, now, std::memory_order_relaxed)) {}
+    const std::size_t now = reserved_bytes_.fetch_add(bytes, detail::memory_order_relaxed) + bytes;
+    reserved_blocks_.fetch_add(blocks, detail::memory_order_relaxed);
+    if (blocks == 1) upstream_allocations_.fetch_add(1, detail::memory_order_relaxed);
+    std::size_t peak = peak_.load(detail::memory_order_relaxed);
+    while (blocks == 1 && now > peak && !peak_.compare_exchange_weak(peak, now, detail::memory_order_relaxed)) {}
+  }
+  static std::uint64_t device_bit(int device) noexcept {  // devices from 63 share a bit: they are asked for
+    return std::uint64_t{1} << (device < 0 ? 0 : device > 63 ? 63 : device);
+  }
+  void served(int device) noexcept {  // before the block is handed out, so every free of it sees the bit
+    if (device < 0) return;  // CUDA could not say: its frees ask CUDA where the pool serves several devices
+    const std::uint64_t bit = device_bit(device);
+    if ((served_.load(detail::memory_order_relaxed) & bit) == 0) served_.fetch_or(bit, detail::memory_order_relaxed);
+  }
+  // The device of block `p`: the one device the pool has taken blocks from (no call), else CUDA's answer.
+  int block_device(void* p, int fallback) const noexcept {
+    const std::uint64_t devices = served_.load(detail::memory_order_relaxed);
+    if (devices != 0 && (devices & (devices - 1)) == 0 && devices != device_bit(63)) return __builtin_ctzll(devices);
+    return order_.device_of(p).value_or(fallback);
+  }
+  // Whether `p` may be cached for `st`'s stream: a block of its device. One load where the pool serves one device.
+  bool belongs(const stream_state& st, void* p) const noexcept {
+    if (served_.load(detail::memory_order_relaxed) == device_bit(st.device) && st.device < 63) [[likely]]
+      return true;
+    return block_device(p, st.device) == st.device;
   }
   int device_for(const stream_state* st, stream_ref s) const noexcept {  // for the upstream; -1: the current one
     if (st != nullptr && st != &overflow_) return st->device;
@@ -3479,7 +4348,7 @@ class caching_pool {
   static std::uint64_t newest(const stream_state& st) noexcept {  // the newest cached block's mark; 0: none
     std::uint64_t mark = 0;
     for (std::size_t c = 0; st.lists && c < detail::size_classes; ++c)
-      if (!st.lists[c].empty()) mark = std::max(mark, st.lists[c].back().mark);
+      if (!st.lists[c].empty() && st.lists[c].back().mark > mark) mark = st.lists[c].back().mark;
     return mark;
   }
   [[gnu::noinline]] result<void*> allocate_checked(stream_ref s, std::size_t bytes, std::size_t alignment) noexcept {
@@ -3498,24 +4367,32 @@ class caching_pool {
   [[gnu::noinline]] result<void*> allocate_from(stream_state* st, detail::size_class cls, stream_ref s) noexcept {
     if (st != &overflow_)
       if (void* other = take_other(*st, cls)) return other;
-    auto from_upstream = [&, device = device_for(st, s)] {
-      return order_.on_device(device, [&] { return upstream_.allocate(s, cls.bytes, block_alignment); });
+    const int device = device_for(st, s);
+    auto from_upstream = [&] {
+      return order_.on_device(device, [&]() -> result<void*> {
+        auto got = upstream_.allocate(s, cls.bytes, block_alignment);
+        if (got) served(device >= 0 ? device : order_.current_device());  // -1: a default stream, on the current one
+        return got;
+      });
     };
     auto fresh = from_upstream();
     if (!fresh && (fresh.error() == cudaErrorMemoryAllocation || fresh.error() == errc::out_of_memory)) {
       release();
-      retries_.fetch_add(1, std::memory_order_relaxed);
+      retries_.fetch_add(1, detail::memory_order_relaxed);
       fresh = from_upstream();
     }
     if (!fresh) return fresh.error();
     reserve(cls.bytes, 1);
-    const std::lock_guard<detail::spin_lock> lock(st->lock);
+    const detail::lock_guard<detail::spin_lock> lock(st->lock);
     st->in_use(cls.bytes, 1);
     return *fresh;
   }
+  // False: `st` retired, or `p` is another device's block (it must not be handed out as `st`'s device's).
   [[gnu::always_inline]] bool cache(stream_state& st, void* p, detail::size_class cls, stream_ref s) noexcept {
+    if (!belongs(st, p)) [[unlikely]]
+      return false;
     {
-      const std::lock_guard<detail::spin_lock> lock(st.lock);
+      const detail::lock_guard<detail::spin_lock> lock(st.lock);
       if (!st.retired && st.lists && !st.demanded) [[likely]] {
         push_own(st, p, cls);
         return true;
@@ -3523,7 +4400,7 @@ class caching_pool {
     }
     return marking(st, s, [&st, p, cls] {  // it has no lists yet, was asked to mark or has retired
       if (st.retired) return false;
-      if (!st.lists) st.lists = std::make_unique<std::vector<block>[]>(detail::size_classes);
+      if (!st.lists) st.lists.reset(new detail::vec<block>[detail::size_classes]());
       push_own(st, p, cls);
       return true;
     });
@@ -3533,71 +4410,76 @@ class caching_pool {
     constexpr const char* api = "caching_pool::deallocate";
     const detail::size_class cls = detail::class_of(bytes, api).value_or(detail::size_class{0, bytes});
     status usable = order_.usable(s, api);
+    if (!usable && usable.error() == errc::capture_active) {
+      // The captured work uses the block whenever the graph is launched: a free in the capture would be a free node
+      // of memory the graph did not allocate. It stays in use, out of every cache, until the pool's destruction.
+      const detail::lock_guard<detail::mutex> lock(mutex_);
+      captured_.push_back({block_device(p, device_for(nullptr, s)), p, cls.bytes});
+      return;
+    }
     for (int attempt = 0; usable && attempt < 2; ++attempt) {  // once more if the state retired under us
       auto found = state_for(s, api);
       if (!found) (void)(usable = found.error());
-      else if (*found == &overflow_) break;
+      else if (*found == &overflow_ || !belongs(**found, p)) break;  // another device's block: to the upstream
       else if (cache(**found, p, cls, s)) return;
     }
     if (!usable) report_release_failure(usable.error());
     if (!s.valid()) return;  // no stream to order the free on, nor a device known to wait for: it stays in use
-    std::unique_lock<detail::spin_lock> lock(overflow_.lock);  // before `reserve`: statistics() reads in-use first
+    detail::unique_lock<detail::spin_lock> lock(overflow_.lock);  // before `reserve`: statistics() reads in-use first
     overflow_.in_use(0 - cls.bytes, std::size_t(0) - 1);
     lock.unlock();
-    order_.on_device(device_for(nullptr, s), [&] { upstream_.deallocate(s, p, cls.bytes, block_alignment); });
+    // On the block's own device, in the order of `s` (its last use), which may be another device's stream.
+    order_.on_device(block_device(p, device_for(nullptr, s)),
+                     [&] { upstream_.deallocate(s, p, cls.bytes, block_alignment); });
     reserve(0 - cls.bytes, std::size_t(0) - 1);
   }
-  // The confirmed state (see state_for) for a request the fast path serves, else null. No lock, no CUDA call.
+  // The state of a stream object's reference (by the id it carries) for a request the fast path serves, else null.
+  // No lock, no CUDA call.
   stream_state* known_state(stream_ref s, std::size_t bytes, std::size_t alignment) const noexcept {
-    if (!detail::from_owner(s) || bytes - 1 >= detail::max_class_bytes || (alignment & (alignment - 1)) != 0 ||
+    const std::uint64_t id = detail::stream_identity::carried(s);
+    if (id == detail::no_stream_id || bytes - 1 >= detail::max_class_bytes || (alignment & (alignment - 1)) != 0 ||
         alignment - 1 >= block_alignment)
       return nullptr;
-    stream_state* st = find(s.get());
-    return st != nullptr && st->confirmed.load(std::memory_order_relaxed) ==
-                                detail::disowned_count().load(std::memory_order_acquire)
-               ? st
-               : nullptr;
+    return find(id);
   }
-  stream_state* find(cudaStream_t handle) const noexcept {
-    const std::size_t used = used_.load(std::memory_order_acquire);
+  stream_state* find(std::uint64_t id) const noexcept {  // slots_ hold no retired state
+    const std::size_t used = used_.load(detail::memory_order_acquire);
     for (std::size_t i = 0; i < used; ++i) {
-      stream_state* st = slots_[i].load(std::memory_order_acquire);
-      if (st != nullptr && st->handle == handle) return st;
+      stream_state* st = slots_[i].load(detail::memory_order_acquire);
+      if (st != nullptr && st->id == id) return st;
     }
     return nullptr;
   }
-  // `s`'s state; cudaStreamGetId is checked unless confirmed for a stream object's ref() at the same disowned_count().
+  // `s`'s state, by the id its stream object recorded, else by cudaStreamGetId's (usable() said it is not capturing).
   result<stream_state*> state_for(stream_ref s, const char* api) noexcept {
     if (stream_state* st = known_state(s, 1, 1)) return st;
     if (detail::is_default_stream(s.get())) return &overflow_;
-    stream_state* st = find(s.get());
-    const std::uint64_t disowned = detail::disowned_count().load(std::memory_order_acquire);
-    auto id = order_.id(s, api);
-    if (!id) return id.error();
-    if (st == nullptr || st->id != *id) {
-      marker gone{};  // a retired state's event, destroyed unlocked
-      auto made = adopt(s, *id, api, gone);
-      order_.destroy(gone);
-      if (!made) return made.error();
-      st = *made;
+    std::uint64_t id = detail::stream_identity::carried(s);
+    if (id == detail::no_stream_id) {
+      auto asked = order_.id(s, api);
+      if (!asked) return asked.error();
+      id = *asked;
     }
-    if (st != &overflow_ && detail::from_owner(s)) st->confirmed.store(disowned, std::memory_order_relaxed);
-    return st;
+    if (stream_state* st = find(id)) return st;
+    marker gone{};  // a retired state's event, destroyed unlocked
+    auto made = adopt(s, id, api, gone);
+    order_.destroy(gone);
+    return made;
   }
   // Makes stream `id`'s state, retiring another at the handle; all slots taken: an empty state's, else overflow_.
   result<stream_state*> adopt(stream_ref s, std::uint64_t id, const char* api, marker& gone) noexcept {
-    const std::lock_guard<std::mutex> lock(mutex_);
-    const std::size_t used = used_.load(std::memory_order_relaxed);
+    const detail::lock_guard<detail::mutex> lock(mutex_);
+    const std::size_t used = used_.load(detail::memory_order_relaxed);
     std::size_t slot = 0;  // the handle's, else `used`: a new one
-    while (slot < used && slots_[slot].load(std::memory_order_relaxed)->handle != s.get()) ++slot;
-    stream_state* const at_handle = slot < used ? slots_[slot].load(std::memory_order_relaxed) : nullptr;
+    while (slot < used && slots_[slot].load(detail::memory_order_relaxed)->handle != s.get()) ++slot;
+    stream_state* const at_handle = slot < used ? slots_[slot].load(detail::memory_order_relaxed) : nullptr;
     if (at_handle != nullptr && at_handle->id == id) return at_handle;
     auto device = order_.device(s, api);
     if (!device) return device.error();
     // One hold of the lock, so a free that found the state sees it retired; false: `only_empty` and it caches blocks.
     auto retire = [&](std::size_t at, bool only_empty) {
-      stream_state& old = *slots_[at].load(std::memory_order_relaxed);
-      const std::lock_guard<detail::spin_lock> held(old.lock);
+      stream_state& old = *slots_[at].load(detail::memory_order_relaxed);
+      const detail::lock_guard<detail::spin_lock> held(old.lock);
       const bool empty = newest(old) == 0;
       if (only_empty && !empty) return false;
       old.retired = true;
@@ -3608,15 +4490,40 @@ class caching_pool {
     if (at_handle != nullptr) retire(slot, false);
     for (std::size_t i = 0; i < used && slot == max_streams; ++i)  // all taken
       if (retire(i, true)) slot = i;
+    detail::owner<detail::vec<block>[]> taken_over;  // else a finished state's blocks, kept by the new state
+    if (slot == max_streams) slot = take_over(*device, taken_over, gone);
     if (slot == max_streams) return &overflow_;
-    states_.push_back(std::make_unique<stream_state>(s.get(), id, *device));
-    slots_[slot].store(states_.back().get(), std::memory_order_release);
-    if (slot == used) used_.store(used + 1, std::memory_order_release);  // after the slot, never before
-    return states_.back().get();
+    states_.push_back(new stream_state(s.get(), id, *device));
+    stream_state& made = *states_.back();
+    made.eager = made.demanded = slot >= eager_slots_from;
+    made.lists = std::move(taken_over);
+    made.frees = made.recorded = made.passed = newest(made);  // the blocks taken over are finished: for any stream
+    slots_[slot].store(&made, detail::memory_order_release);
+    if (slot == used) used_.store(used + 1, detail::memory_order_release);  // after the slot, never before
+    return states_.back();
+  }
+  // Under mutex_, every slot taken: retires the next state (round robin) of `device` whose cached blocks are all known
+  // finished, moving them to `blocks`; its slot, else max_streams. Eager slots' states are the ones found.
+  std::size_t take_over(int device, detail::owner<detail::vec<block>[]>& blocks, marker& gone) noexcept {
+    for (std::size_t n = 0; n < max_streams; ++n) {
+      const std::size_t at = (prune_from_ + n) % max_streams;
+      stream_state& old = *slots_[at].load(detail::memory_order_relaxed);
+      if (old.device != device) continue;
+      const detail::lock_guard<detail::spin_lock> held(old.lock);
+      const std::uint64_t cached = newest(old);
+      if (cached == 0 || !is_done(old, block{nullptr, cached})) continue;  // a later mark covers the earlier ones
+      blocks = std::move(old.lists);
+      old.retired = true;
+      old.demanded = false;
+      gone = drop(old);
+      prune_from_ = at + 1;
+      return at;
+    }
+    return max_streams;
   }
   [[gnu::always_inline]] void* take_own(stream_state& st, detail::size_class cls, stream_ref s) noexcept {
     {
-      const std::lock_guard<detail::spin_lock> lock(st.lock);
+      const detail::lock_guard<detail::spin_lock> lock(st.lock);
       if (!st.demanded) [[likely]]
         return pop_own(st, cls);
     }
@@ -3625,12 +4532,12 @@ class caching_pool {
   // `f` and, if another stream asked, a record of the event over the frees so far; a failure is reported unlocked.
   template <class F>
   [[gnu::noinline]] auto marking(stream_state& st, stream_ref s, F f) noexcept {
-    std::unique_lock<detail::spin_lock> lock(st.lock);
+    detail::unique_lock<detail::spin_lock> lock(st.lock);
     const auto out = f();
     status marked;
     if (st.demanded) {
-      st.demanded = false;
-      marked = order_.mark(st.event, st.device, s);
+      st.demanded = st.eager;  // an eager state records after each free
+      if (st.recorded != st.frees) marked = order_.mark(st.event, st.device, s);
       if (marked) st.recorded = st.frees;
     }
     lock.unlock();
@@ -3651,11 +4558,11 @@ class caching_pool {
   }
   // The oldest finished block of class `cls` of another stream on `me`'s device; asks for a mark where none covers.
   void* take_other(stream_state& me, detail::size_class cls) noexcept {
-    const std::size_t used = used_.load(std::memory_order_acquire);
+    const std::size_t used = used_.load(detail::memory_order_acquire);
     for (std::size_t i = 0; i < used; ++i) {
-      stream_state* other = slots_[i].load(std::memory_order_acquire);
+      stream_state* other = slots_[i].load(detail::memory_order_acquire);
       if (other == nullptr || other == &me || other->device != me.device) continue;
-      const std::unique_lock<detail::spin_lock> lock(other->lock, std::try_to_lock);
+      const detail::unique_lock<detail::spin_lock> lock(other->lock, detail::try_to_lock);
       if (!lock || other->retired || !other->lists || other->lists[cls.index].empty()) continue;
       auto& list = other->lists[cls.index];
       if (!is_done(*other, list.front())) {
@@ -3673,71 +4580,93 @@ class caching_pool {
   }
   void give_back(bool wait) noexcept {  // the finished blocks (all when `wait`); asks for marks where none covers
     [[maybe_unused]] const auto relaxed = order_.relaxed();
-    std::vector<std::tuple<int, void*, std::size_t>> leaving;  // device, address, bytes
-    std::vector<marker> gone;  // events of retired states: destroyed with no lock held
-    std::unique_lock<std::mutex> lock(mutex_);
+    detail::vec<device_block> leaving;
+    detail::vec<marker> gone;  // events of retired states: destroyed with no lock held
+    detail::unique_lock<detail::mutex> lock(mutex_);
+    leaving.swap(stranded_);  // finished blocks an earlier give-back could not return
     if (wait) wait_for_cached();
-    for (auto& held : states_) {
+    for (stream_state* held : states_) {
       stream_state& st = *held;
-      const std::lock_guard<detail::spin_lock> st_lock(st.lock);
+      const detail::lock_guard<detail::spin_lock> st_lock(st.lock);
       if (!wait && newest(st) > st.recorded && !st.retired) st.demanded = true;
       for (std::size_t c = 0; st.lists && c < detail::size_classes; ++c) {
         auto& list = st.lists[c];
-        const auto done = std::ranges::find_if_not(list, [&](const block& b) { return is_done(st, b); });
-        for (auto b = list.begin(); b != done; ++b)
-          leaving.emplace_back(st.device, b->address, detail::size_class_bytes(c));
+        block* done = list.begin();
+        while (done != list.end() && is_done(st, *done)) ++done;
+        for (block* b = list.begin(); b != done; ++b)
+          leaving.push_back({st.device, b->address, detail::size_class_bytes(c)});
         list.erase(list.begin(), done);
       }
       if (st.retired && newest(st) == 0) gone.push_back(drop(st));  // nothing will be cached there again
     }
     lock.unlock();
     for (marker m : gone) order_.destroy(m);
+    detail::vec<device_block> kept;  // no stream to free them on: cached, still reserved
     for (auto& [device, address, bytes] : leaving) {
-      order_.give_back(device, [&](stream_ref s) { upstream_.deallocate(s, address, bytes, block_alignment); });
-      reserve(0 - bytes, std::size_t(0) - 1);
+      if (order_.give_back(device, [&](stream_ref s) { upstream_.deallocate(s, address, bytes, block_alignment); }))
+        reserve(0 - bytes, std::size_t(0) - 1);
+      else kept.push_back({device, address, bytes});
     }
+    if (kept.empty()) return;
+    lock.lock();
+    stranded_.append(kept.begin(), kept.end());
   }
-  // Under mutex_: waits for cached frees by event (recorded now on a live stream object if none covers), else device.
+  // Under mutex_: waits for cached frees by the event that covers them. Frees no event covers get one, recorded on
+  // their stream only while a stream object owns it (the stream cannot end meanwhile: detail/live_streams.hpp) and it
+  // is not capturing; the rest (raw handles, ended streams, a stream capturing now) wait for their device. A handle
+  // alone is never used: it may be another stream's now, maybe one being captured, whose graph a record would join.
   void wait_for_cached() noexcept {
-    std::vector<std::tuple<stream_state*, std::uint64_t, bool, marker>> waits;  // frees covered, by device?, event
-    std::vector<int> devices;
-    std::vector<error> failures;  // of records, reported with no stream's lock held
-    for (auto& held : states_) {
+    struct pending {
+      stream_state* st;
+      std::uint64_t upto;  // the frees it covers
+      bool by_device;
+      marker event;
+    };
+    detail::vec<pending> waits;
+    detail::vec<int> devices;
+    detail::vec<error> failures;  // of records, reported with no stream state's lock held
+    for (stream_state* held : states_) {
       stream_state& st = *held;
-      const std::lock_guard<detail::spin_lock> st_lock(st.lock);
+      const detail::lock_guard<detail::spin_lock> st_lock(st.lock);
       const std::uint64_t cached = newest(st);
+      // Blocks no event covers: an event now, on the stream if a stream object still owns it (docs/decisions.md).
       if (cached > st.recorded && !st.retired) {
-        if (auto marked = order_.mark_live(st.event, st.device, st.handle, st.id); !marked) {
+        if (auto marked = order_.mark_live(st.event, st.device, st.handle, st.id); !marked)
           failures.push_back(marked.error());
-        } else if (*marked) {
-          st.demanded = false;
-          st.recorded = st.frees;
-        }
+        else if (*marked) st.recorded = st.frees;
       }
       const bool by_device = cached > st.recorded;
-      if (by_device && std::ranges::find(devices, st.device) == devices.end()) devices.push_back(st.device);
+      if (by_device && !devices.contains(st.device)) devices.push_back(st.device);
       if (by_device || cached > st.passed)
-        waits.emplace_back(&st, by_device ? st.frees : st.recorded, by_device, st.event);
+        waits.push_back({&st, by_device ? st.frees : st.recorded, by_device, st.event});
     }
-    for (const error& failure : failures)
-      if (failure.cuda_status() != cudaErrorCudartUnloading) report_release_failure(failure);
-    std::erase_if(devices, [&](int device) { return !order_.wait_device(device); });  // keeps those synchronized
+    for (const error& failure : failures) report_release_failure(failure);
+    devices.erase_if([&](int device) { return !order_.wait_device(device); });  // keeps those synchronized
     for (const auto& [st, upto, by_device, event] : waits) {
-      const bool done = by_device ? std::ranges::find(devices, st->device) != devices.end() : order_.wait(event);
-      const std::lock_guard<detail::spin_lock> st_lock(st->lock);
-      if (done) st->passed = std::max(st->passed, upto);
+      const bool done = by_device ? devices.contains(st->device) : order_.wait(event);
+      const detail::lock_guard<detail::spin_lock> st_lock(st->lock);
+      if (done && upto > st->passed) st->passed = upto;
     }
   }
 
   Upstream& upstream_;
   [[no_unique_address]] StreamOrder order_;
-  mutable std::mutex mutex_;  // states_ and slot changes
-  std::vector<std::unique_ptr<stream_state>> states_;  // every state made, live or retired, until destruction
-  std::atomic<stream_state*> slots_[max_streams] = {};
-  std::atomic<std::size_t> used_{0};
+  mutable detail::mutex mutex_;  // states_, slot changes, stranded_, captured_, prune_from_
+  detail::vec<stream_state*> states_;  // every state made, live or retired, until destruction (owned)
+  detail::vec<device_block> stranded_;  // finished, not yet given back
+  detail::vec<device_block> captured_;  // freed during a capture: the graphs' until destruction
+  std::size_t prune_from_ = 0;  // where the next search for a finished state to take over begins
+  detail::atomic<stream_state*> slots_[max_streams] = {};
+  detail::atomic<std::size_t> used_{0};
   stream_state overflow_{nullptr, 0, -1};
-  std::atomic<std::size_t> reserved_bytes_{0}, reserved_blocks_{0}, peak_{0}, upstream_allocations_{0}, retries_{0};
+  detail::atomic<std::size_t> reserved_bytes_{0}, reserved_blocks_{0}, peak_{0}, upstream_allocations_{0}, retries_{0};
+  detail::atomic<std::uint64_t> served_{0};  // a bit per device the pool has taken blocks from (63: 63 and above)
 };
+/// Pools compare by identity: each caches blocks of its own.
+template <class Upstream, class StreamOrder>
+bool operator==(const caching_pool<Upstream, StreamOrder>& a, const caching_pool<Upstream, StreamOrder>& b) noexcept {
+  return &a == &b;
+}
 static_assert(memory_resource_for<caching_pool<device_pool_resource>, device>);
 
 /// What a statistics_adaptor counts.
@@ -3758,29 +4687,34 @@ class statistics_adaptor {
     if (bytes == 0) return nullptr;
     auto got = upstream_.allocate(s, bytes, alignment);
     if (!got) return got;
-    const std::size_t now = bytes_.fetch_add(bytes, std::memory_order_relaxed) + bytes;
-    blocks_.fetch_add(1, std::memory_order_relaxed);
-    std::size_t peak = peak_.load(std::memory_order_relaxed);
-    while (now > peak && !peak_.compare_exchange_weak(peak, now, std::memory_order_relaxed)) {}
+    const std::size_t now = bytes_.fetch_add(bytes, detail::memory_order_relaxed) + bytes;
+    blocks_.fetch_add(1, detail::memory_order_relaxed);
+    std::size_t peak = peak_.load(detail::memory_order_relaxed);
+    while (now > peak && !peak_.compare_exchange_weak(peak, now, detail::memory_order_relaxed)) {}
     return got;
   }
   /// As the upstream's.
   void deallocate(stream_ref s, void* p, std::size_t bytes, std::size_t alignment) noexcept {
     if (p == nullptr) return;
     upstream_.deallocate(s, p, bytes, alignment);
-    bytes_.fetch_sub(bytes, std::memory_order_relaxed);
-    blocks_.fetch_sub(1, std::memory_order_relaxed);
+    bytes_.fetch_sub(bytes, detail::memory_order_relaxed);
+    blocks_.fetch_sub(1, detail::memory_order_relaxed);
   }
   /// A snapshot (each counter read on its own).
   [[nodiscard]] allocation_statistics statistics() const noexcept {
-    return {bytes_.load(std::memory_order_relaxed), blocks_.load(std::memory_order_relaxed),
-            peak_.load(std::memory_order_relaxed)};
+    return {bytes_.load(detail::memory_order_relaxed), blocks_.load(detail::memory_order_relaxed),
+            peak_.load(detail::memory_order_relaxed)};
   }
 
  private:
   Upstream& upstream_;
-  std::atomic<std::size_t> bytes_{0}, blocks_{0}, peak_{0};
+  detail::atomic<std::size_t> bytes_{0}, blocks_{0}, peak_{0};
 };
+/// Adaptors compare by identity: each counts what went through it.
+template <class Upstream>
+bool operator==(const statistics_adaptor<Upstream>& a, const statistics_adaptor<Upstream>& b) noexcept {
+  return &a == &b;
+}
 static_assert(memory_resource_for<statistics_adaptor<device_pool_resource>, device>);
 
 /// Refuses (out_of_memory, naming the budget) what would take the bytes outstanding through `Upstream` past a budget.
@@ -3793,30 +4727,35 @@ class limit_adaptor {
   /// As the upstream's, within the budget. Errors: out_of_memory (over budget); the upstream's.
   [[nodiscard]] result<void*> allocate(stream_ref s, std::size_t bytes, std::size_t alignment) noexcept {
     if (bytes == 0) return nullptr;
-    std::size_t used = used_.load(std::memory_order_relaxed);
+    std::size_t used = used_.load(detail::memory_order_relaxed);
     do {
       if (bytes > budget_ - used)
         return error(errc::out_of_memory, "limit_adaptor::allocate",
                      "%zu bytes would exceed the budget of %zu bytes (%zu in use)", bytes, budget_, used);
-    } while (!used_.compare_exchange_weak(used, used + bytes, std::memory_order_relaxed));
+    } while (!used_.compare_exchange_weak(used, used + bytes, detail::memory_order_relaxed));
     auto got = upstream_.allocate(s, bytes, alignment);
-    if (!got) used_.fetch_sub(bytes, std::memory_order_relaxed);
+    if (!got) used_.fetch_sub(bytes, detail::memory_order_relaxed);
     return got;
   }
   /// As the upstream's.
   void deallocate(stream_ref s, void* p, std::size_t bytes, std::size_t alignment) noexcept {
     if (p == nullptr) return;
     upstream_.deallocate(s, p, bytes, alignment);
-    used_.fetch_sub(bytes, std::memory_order_relaxed);
+    used_.fetch_sub(bytes, detail::memory_order_relaxed);
   }
   [[nodiscard]] std::size_t budget() const noexcept { return budget_; }  ///< The budget in bytes.
-  [[nodiscard]] std::size_t used() const noexcept { return used_.load(std::memory_order_relaxed); }  ///< In use.
+  [[nodiscard]] std::size_t used() const noexcept { return used_.load(detail::memory_order_relaxed); }  ///< In use.
 
  private:
   Upstream& upstream_;
   std::size_t budget_;
-  std::atomic<std::size_t> used_{0};
+  detail::atomic<std::size_t> used_{0};
 };
+/// Adaptors compare by identity: each holds a budget of its own.
+template <class Upstream>
+bool operator==(const limit_adaptor<Upstream>& a, const limit_adaptor<Upstream>& b) noexcept {
+  return &a == &b;
+}
 static_assert(memory_resource_for<limit_adaptor<device_pool_resource>, device>);
 
 }  // namespace cudamem

@@ -10,8 +10,8 @@
 #include <cstdint>
 #include <cstring>
 #include <string>
-#include <utility>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 namespace test {

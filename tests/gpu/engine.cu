@@ -304,8 +304,7 @@ void refuse_past_the_end(bool dst_past) {
   auto s = take(stream::create(device_id(0)));
   unsigned char* const dst = dst_past ? short_side : whole;
   unsigned char* const src = dst_past ? whole : short_side;
-  const cudaError_t raw =
-      cudaMemcpy2DAsync(dst, pitch, src, pitch, width, rows, cudaMemcpyDeviceToDevice, s.get());
+  const cudaError_t raw = cudaMemcpy2DAsync(dst, pitch, src, pitch, width, rows, cudaMemcpyDeviceToDevice, s.get());
   (void)cudaGetLastError();
   INFO("cudaMemcpy2DAsync: " << cudaGetErrorName(raw) << (dst_past ? ", dst" : ", src") << " past the end");
   REQUIRE(cudaStreamSynchronize(s.get()) == cudaSuccess);

@@ -356,13 +356,15 @@ TEST_CASE("2D copies refuse bad input with a clear error and write nothing", "[p
   CHECK(std::string(short_view.error().message()) == "copy: dst pitch (16 bytes) is less than its row (20 bytes)");
   auto short_fill = fill_bytes(one_short_row, 0);
   REQUIRE_FALSE(short_fill);
-  CHECK(std::string(short_fill.error().message()) == "fill_bytes: dst pitch (16 bytes) is less than its row (20 bytes)");
+  CHECK(std::string(short_fill.error().message()) ==
+        "fill_bytes: dst pitch (16 bytes) is less than its row (20 bytes)");
   // A one-row view against many rows of as many elements keeps its own pitch rule (it is not read as a 1D span).
   const host_pitched_span<int> long_short_row(host_ptr<int>(target.data()), 12, 1, 16);
   auto reshaped = copy(long_short_row, rows_of(source.data(), 3, 4, 8));
   REQUIRE_FALSE(reshaped);
   CHECK(std::string(reshaped.error().message()) == "copy: dst pitch (16 bytes) is less than its row (48 bytes)");
-  auto reshaped_src = copy(rows_of(target.data(), 3, 4, 8), host_pitched_span<const int>(host_ptr<const int>(source.data()), 12, 1, 40));
+  auto reshaped_src = copy(rows_of(target.data(), 3, 4, 8),
+                           host_pitched_span<const int>(host_ptr<const int>(source.data()), 12, 1, 40));
   REQUIRE_FALSE(reshaped_src);
   CHECK(std::string(reshaped_src.error().message()) == "copy: src pitch (40 bytes) is less than its row (48 bytes)");
 
@@ -434,9 +436,8 @@ TEST_CASE("2D copies within one allocation are refused only where a byte is shar
       CHECK(bytes[i] == (written ? before[4 + i / 16 * 8 + i % 16] : before[i]));
     }
     // src rows 12 apart from byte 4: its row 1 (16-19) is dst's row 1.
-    auto refused =
-        engine::plan_copy(byte_rows(bytes.data(), 4, 4, 16), byte_rows(bytes.data() + 4, 4, 4, 12), 1,
-                          cudaMemcpyHostToHost, "copy");
+    auto refused = engine::plan_copy(byte_rows(bytes.data(), 4, 4, 16), byte_rows(bytes.data() + 4, 4, 4, 12), 1,
+                                     cudaMemcpyHostToHost, "copy");
     REQUIRE_FALSE(refused);
     CHECK(std::string(refused.error().message()) == "copy: source and destination overlap (rows of each share bytes)");
   }
@@ -508,7 +509,9 @@ TEST_CASE("2D copies within one allocation are refused only where a byte is shar
     // dst rows 2^20 bytes apart, src rows 2^20 - 1 apart from byte 2^20 - 1: src row j starts at (2^20 - 1)(j + 1),
     // dst row i at 2^20 i, and the two meet (gcd 1) only for j + 1 = 2^20, i = 2^20 - 1: the last row of each.
     // The same for 2^31: a footprint of 2^62 bytes (the addresses are made up; nothing is copied).
-    const auto at = [](std::size_t offset) { return reinterpret_cast<unsigned char*>(std::uintptr_t{0x10000} + offset); };
+    const auto at = [](std::size_t offset) {
+      return reinterpret_cast<unsigned char*>(std::uintptr_t{0x10000} + offset);
+    };
     for (const std::size_t n : {std::size_t{1} << 20, std::size_t{1} << 31}) {
       const auto plan = [&](std::size_t rows) {
         return engine::plan_copy(byte_rows(at(0), 1, rows, n), byte_rows(at(n - 1), 1, rows, n - 1), 1,

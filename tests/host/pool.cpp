@@ -539,7 +539,8 @@ TEST_CASE_METHOD(pool_fixture, "a retired stream's event and lists go once its b
   CHECK(upstream.live.empty());
 }
 
-TEST_CASE_METHOD(pool_fixture, "more streams than slots: empty caches give their slot up; none finished, the rest go uncached",
+TEST_CASE_METHOD(pool_fixture,
+                 "more streams than slots: empty caches give their slot up; none finished, the rest go uncached",
                  "[pool]") {
   constexpr std::size_t n = pool_type::max_streams;
   std::vector<stream_ref> streams;
@@ -603,8 +604,8 @@ TEST_CASE_METHOD(pool_fixture, "a block freed on a default stream goes straight 
   CHECK(st.bytes_cached == 0);
 }
 
-TEST_CASE_METHOD(pool_fixture, "a block freed on another device's stream goes back to the upstream, never to that device",
-                 "[pool]") {
+TEST_CASE_METHOD(pool_fixture,
+                 "a block freed on another device's stream goes back to the upstream, never to that device", "[pool]") {
   const bool from_objects = GENERATE(false, true);  // raw references, or stream objects' (the inline path)
   stream_ref on0 = world.stream(0x1000, 11), on1 = world.stream(0x2000, 12, 1);
   std::vector<stream> owners;
@@ -685,8 +686,9 @@ TEST_CASE_METHOD(pool_fixture, "trim, release and the out-of-memory retry never 
   }
 }
 
-TEST_CASE_METHOD(pool_fixture, "more streams in turn than slots: finished caches give their slots up and their blocks "
-                               "serve the later streams",
+TEST_CASE_METHOD(pool_fixture,
+                 "more streams in turn than slots: finished caches give their slots up and their blocks "
+                 "serve the later streams",
                  "[pool]") {
   constexpr std::size_t n = pool_type::max_streams, eager = pool_type::eager_slots_from;
   std::vector<stream_ref> streams;
@@ -804,9 +806,7 @@ TEST_CASE("a registration left on a destroyed stream never answers for a new str
   auto left = table.insert(7, 0x700, old_resource);  // stream 7 is destroyed with its registration kept
   REQUIRE(left);
   int asked = 0;
-  const auto lookup = [&](stream_ref s, fake_id_of id_of) {
-    return detail::registered_for(table, s, fallback, id_of);
-  };
+  const auto lookup = [&](stream_ref s, fake_id_of id_of) { return detail::registered_for(table, s, fallback, id_of); };
   using source = detail::stream_id_source;
   // Stream 8 gets the handle and starts capturing. Its stream object's reference carries id 8: no match, no query.
   const stream_ref object = detail::stream_identity::make(handle, device_id(0), 8);

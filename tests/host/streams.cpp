@@ -41,8 +41,10 @@ static_assert(std::is_convertible_v<host_registration<float>&, pinned_span<float
               !std::is_convertible_v<host_registration<float>&&, pinned_span<float>>);
 // A registration is deep-const, as buffers are: a const one gives const elements only.
 static_assert(!std::is_convertible_v<const host_registration<float>&, pinned_span<float>>);
-static_assert(std::is_same_v<decltype(std::declval<const host_registration<float>&>().view()), pinned_span<const float>>);
-static_assert(std::is_same_v<decltype(std::declval<const host_registration<float>&>().data()), pinned_ptr<const float>>);
+static_assert(
+    std::is_same_v<decltype(std::declval<const host_registration<float>&>().view()), pinned_span<const float>>);
+static_assert(
+    std::is_same_v<decltype(std::declval<const host_registration<float>&>().data()), pinned_ptr<const float>>);
 static_assert(std::is_same_v<decltype(std::declval<host_registration<float>&>().view()), pinned_span<float>>);
 static_assert(std::is_same_v<decltype(std::declval<host_registration<float>&>().data()), pinned_ptr<float>>);
 template <class Owner>
@@ -95,7 +97,8 @@ TEST_CASE("a stream_ref that knows its device names it without asking CUDA", "[s
 
 // detail/driver.hpp calls driver entry points through the runtime's types: they must be the driver's, value for value.
 static_assert(std::is_same_v<CUstream, cudaStream_t> && std::is_same_v<CUevent, cudaEvent_t>);
-static_assert(sizeof(CUresult) == sizeof(cudaError_t) && sizeof(CUstreamCaptureStatus) == sizeof(cudaStreamCaptureStatus) &&
+static_assert(sizeof(CUresult) == sizeof(cudaError_t) &&
+              sizeof(CUstreamCaptureStatus) == sizeof(cudaStreamCaptureStatus) &&
               sizeof(CUstreamCaptureMode) == sizeof(cudaStreamCaptureMode));
 static_assert(int{CUDA_SUCCESS} == int{cudaSuccess} && int{CUDA_ERROR_NOT_READY} == int{cudaErrorNotReady});
 static_assert(int{CU_STREAM_CAPTURE_STATUS_NONE} == int{cudaStreamCaptureStatusNone} &&

@@ -96,8 +96,8 @@ cudaError_t launch_copy2d(const region& d, const region& s, unsigned sms, cudaSt
   if (vecs >= per_block / 2 || vecs * d.rows >= (std::size_t{1} << 31)) {
     const unsigned x = static_cast<unsigned>((vecs + per_block - 1) / per_block);
     const std::size_t y = d.rows < target / x + 1 ? d.rows : target / x + 1;
-    return launch_kernel(&copy2d_wide<V>, dim3(x, static_cast<unsigned>(y < 65535 ? y : 65535)), copy2d_threads,
-                         stream, a);
+    return launch_kernel(&copy2d_wide<V>, dim3(x, static_cast<unsigned>(y < 65535 ? y : 65535)), copy2d_threads, stream,
+                         a);
   }
   const std::size_t blocks = (vecs * d.rows + per_block - 1) / per_block;
   return launch_kernel(&copy2d_narrow<V>, dim3(static_cast<unsigned>(blocks < target ? blocks : target)),
@@ -113,8 +113,8 @@ inline allocation_fit fit_in_allocation(const region& r) noexcept {
   unsigned long long base = 0;
   std::size_t size = 0;
   const auto first = reinterpret_cast<std::uintptr_t>(r.addr);
-  if (lookup == nullptr || lookup(&base, &size, static_cast<unsigned long long>(first)) != cudaSuccess || first < base ||
-      first - base >= size)
+  if (lookup == nullptr || lookup(&base, &size, static_cast<unsigned long long>(first)) != cudaSuccess ||
+      first < base || first - base >= size)
     return {allocation_fit::unknown, 0, 0};
   return {r.footprint <= size - (first - base) ? allocation_fit::inside : allocation_fit::past_end, base, size};
 }
@@ -125,7 +125,8 @@ inline allocation_fit fit_in_allocation(const region& r) noexcept {
                                                                  const allocation_fit& fit, stream_ref on,
                                                                  const char* api) noexcept {
   const region &d = p.dst, &s = p.src;
-  const cudaError_t raw = cudaMemcpy2DAsync(d.addr, d.pitch, s.addr, s.pitch, d.row_bytes, d.rows, p.direction, on.get());
+  const cudaError_t raw =
+      cudaMemcpy2DAsync(d.addr, d.pitch, s.addr, s.pitch, d.row_bytes, d.rows, p.direction, on.get());
   if (raw == cudaSuccess) return true;
   if (raw != cudaErrorInvalidValue) return check(raw, api, "cudaMemcpy2DAsync").error();
   (void)cudaGetLastError();  // the refusal is reported here, not left in the runtime's last-error slot

@@ -45,7 +45,7 @@ inline constexpr std::size_t size_class_bytes(std::size_t index) noexcept {  // 
 struct cuda_stream_order {
   using marker = cudaEvent_t;  ///< null until the stream's first mark
 
-  cuda_stream_order() noexcept : own_(new (std::nothrow) own_streams) {}
+  cuda_stream_order() noexcept : own_(new(std::nothrow) own_streams) {}
   cuda_stream_order(cuda_stream_order&&) noexcept = default;
 
   /// Relaxed capture mode while the result lives: one switch around a whole trim or release.

@@ -113,8 +113,8 @@ inline wide_uint floor_sum(wide_uint n, wide_uint m, wide_uint a, wide_uint b) n
 // `from`, `spitch` apart), pitches at least `width`. With c(i) = to + i dpitch + width - 1 - from, src row j meets dst
 // row i when c(i) - (2 width - 2) <= j spitch <= c(i); only j = floor(c(i) / spitch) can, and for the rows i where
 // that j is a row of src, it does when c(i) mod spitch <= 2 width - 2: counted with two floor sums, O(log spitch).
-inline bool rows_meet(std::uintptr_t to, std::size_t dpitch, std::uintptr_t from, std::size_t spitch,
-                      std::size_t width, std::size_t rows) noexcept {
+inline bool rows_meet(std::uintptr_t to, std::size_t dpitch, std::uintptr_t from, std::size_t spitch, std::size_t width,
+                      std::size_t rows) noexcept {
   const wide_int c0 = wide_int{to} - wide_int{from} + wide_int{width} - 1, step = dpitch;
   const wide_uint reach = 2 * wide_uint{width} - 2;
   const auto first_reaching = [&](wide_int at) {  // the first dst row i with c(i) >= at
