@@ -24,6 +24,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <iterator>
 #include <ranges>
@@ -476,7 +477,8 @@ __global__ void __launch_bounds__(copy_many_threads)
 /// The piece lists the kernel reads: page-locked, mapped blocks per device, each with an event recorded after the
 /// kernel that reads it, so that a block is written again only once that kernel is done (docs/decisions.md). A
 /// block is busy from its acquisition until the event is recorded; at most `blocks_per_device` per device, and a
-/// batch that finds none free goes to the next dispatch instead of waiting. Never freed (process lifetime).
+/// batch that finds none free goes to the next dispatch instead of waiting. Given back at process exit (an atexit
+/// handler registered with the first block, so it runs before the CUDA runtime's own teardown).
 struct CUDAMEM_DETAIL_PROCESS_WIDE copy_many_staging {
   static constexpr int max_devices = 64, blocks_per_device = 8;
   static constexpr std::size_t min_block_bytes = std::size_t{64} << 10;
@@ -505,6 +507,7 @@ struct CUDAMEM_DETAIL_PROCESS_WIDE copy_many_staging {
     void* host = nullptr;
     if (cudaHostAlloc(&host, size, cudaHostAllocPortable | cudaHostAllocMapped) != cudaSuccess)
       return (void)cudaGetLastError(), nullptr;
+    if (!exit_hook_) exit_hook_ = std::atexit([] { process_wide<copy_many_staging>().give_back_all(); }) == 0;
     if (grow->host != nullptr) (void)cudaFreeHost(grow->host);  // its last reader is done (its event)
     grow->host = host, grow->bytes = size, grow->busy = true;
     return grow;
@@ -513,6 +516,18 @@ struct CUDAMEM_DETAIL_PROCESS_WIDE copy_many_staging {
   void release(block& b) noexcept {
     const locked hold(lock_);
     b.busy = false;
+  }
+  /// Waits for each block's last reader, then frees it and its event (at process exit; errors of a runtime already
+  /// unloading are no failures, and the runtime's last error is left clean).
+  void give_back_all() noexcept {
+    const locked hold(lock_);
+    for (auto& device_blocks : blocks_)
+      for (block& b : device_blocks) {
+        if (b.read != nullptr) (void)cudaEventSynchronize(b.read), (void)cudaEventDestroy(b.read);
+        if (b.host != nullptr) (void)cudaFreeHost(b.host);
+        b = block{};
+      }
+    (void)cudaGetLastError();
   }
 
  private:
@@ -523,6 +538,7 @@ struct CUDAMEM_DETAIL_PROCESS_WIDE copy_many_staging {
     pthread_mutex_t& mutex_;
   };
   pthread_mutex_t lock_ = PTHREAD_MUTEX_INITIALIZER;
+  bool exit_hook_ = false;  // give_back_all registered with atexit
   block blocks_[max_devices][blocks_per_device] = {};
 };
 
