@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 /// \file
 /// The umbrella header: every public header but those in interop/ and copy_many.hpp (batched copies), which a file
-/// that makes batched copies includes itself: it needs <ranges> and <algorithm>, which would cost every other file
+/// that makes batched copies includes itself: it needs `<ranges>` and `<algorithm>`, which would cost every other file
 /// that includes the umbrella about two seconds of compile time (docs/decisions.md).
 ///
 ///     error, kind, device, stream, ptr, span, pitched_span       errors; kinds; devices; streams; views

@@ -241,6 +241,7 @@ class stream {
     detail::stream_lives(std::exchange(id_, detail::no_stream_id), false);
     return handle_.release();
   }
+  /// Takes over `other`'s stream, leaving `other` moved-from.
   stream(stream&& other) noexcept
       : handle_(std::move(other.handle_)),
         device_(other.device_),

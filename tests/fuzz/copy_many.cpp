@@ -88,9 +88,10 @@ expectation model(const std::vector<piece>& pieces) {
     for (const side* s : {&p.dst, &p.src}) {
       if (empty(*s)) continue;
       if (s->null) return {false, errc::invalid_argument, k};
-      if (s->height > 1 && s->pitch < s->width) return {false, errc::invalid_argument, k};
+      if (s->pitch < s->width) return {false, errc::invalid_argument, k};  // at every height (spans: pitch = width)
     }
-    if (!empty(p.dst) && meet(p.dst, p.src)) return {false, errc::overlap, k};
+    // A piece and its own source: copy's exact rule, refused where they share a byte.
+    if (!empty(p.dst) && meet(p.dst, p.src) && share_a_byte(p.dst, p.src)) return {false, errc::overlap, k};
   }
   bool overlap = false;
   for (std::size_t k = 0; k < pieces.size(); ++k)
