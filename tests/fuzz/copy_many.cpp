@@ -88,7 +88,8 @@ expectation model(const std::vector<piece>& pieces) {
     for (const side* s : {&p.dst, &p.src}) {
       if (empty(*s)) continue;
       if (s->null) return {false, errc::invalid_argument, k};
-      if (s->pitch < s->width) return {false, errc::invalid_argument, k};  // at every height (spans: pitch = width)
+      // The row must fit its pitch at every height; a one-row operand of pitch 0 is a span (copy_2d's 1D form).
+      if (s->pitch < s->width && !(s->height == 1 && s->pitch == 0)) return {false, errc::invalid_argument, k};
     }
     // A piece and its own source: copy's exact rule, refused where they share a byte.
     if (!empty(p.dst) && meet(p.dst, p.src) && share_a_byte(p.dst, p.src)) return {false, errc::overlap, k};
