@@ -28,7 +28,7 @@
 
 /// \file
 /// The umbrella header: every public header but those in interop/ and copy_many.hpp (batched copies), which a file
-/// that makes batched copies includes itself: it needs <ranges> and <algorithm>, which would cost every other file
+/// that makes batched copies includes itself: it needs `<ranges>` and `<algorithm>`, which would cost every other file
 /// that includes the umbrella about two seconds of compile time (docs/decisions.md).
 ///
 ///     error, kind, device, stream, ptr, span, pitched_span       errors; kinds; devices; streams; views
@@ -1505,6 +1505,7 @@ class stream {
     detail::stream_lives(std::exchange(id_, detail::no_stream_id), false);
     return handle_.release();
   }
+  /// Takes over `other`'s stream, leaving `other` moved-from.
   stream(stream&& other) noexcept
       : handle_(std::move(other.handle_)),
         device_(other.device_),
