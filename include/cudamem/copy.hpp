@@ -96,6 +96,21 @@ struct copy_fn {
     check_stream_ordered<Dst, Src>();
     return copy_views(dst.view(), src.view(), &s, copy_rule_name[static_cast<int>(Rule)]);
   }
+  // Views whose kinds the named form does not take: a message that names the form to use instead.
+  template <class Dst, class Src, class... Stream>
+    requires(viewable_ref<Dst> && viewable_ref<Src> && !copy_allowed<Rule, Dst, Src> && sizeof...(Stream) <= 1)
+  status operator()(Dst&&, Src&&, Stream&&...) const noexcept {
+    static_assert(Rule != copy_rule::to_host || sizeof(Dst) == 0,
+                  "cudamem::copy_to_host: dst must be host-accessible memory (host, pinned or managed); to copy "
+                  "into device memory call cudamem::copy (or copy_from_device)");
+    static_assert(Rule != copy_rule::from_host || sizeof(Dst) == 0,
+                  "cudamem::copy_from_host: src must be host-accessible memory (host, pinned or managed); to copy "
+                  "from device memory call cudamem::copy (or copy_from_device)");
+    static_assert(Rule != copy_rule::from_device || sizeof(Dst) == 0,
+                  "cudamem::copy_from_device: src must be device or managed memory; to copy from host or pinned "
+                  "memory call cudamem::copy (or copy_from_host)");
+    return {};
+  }
 };
 // Named so that the diagnostic says what is wrong: an integer constant outside 0-255 given to fill_bytes.
 inline void fill_bytes_value_must_be_0_to_255_or_cast_to_unsigned_char() noexcept {}
@@ -208,6 +223,20 @@ struct fill_fn {
 /// narrowing); capturable. Errors: invalid_argument (another device's memory, no peer_access; an address or pitch not
 /// a multiple of alignof(T), refused before the launch), CUDA errors (this launch's own, never an earlier one's).
 inline constexpr detail::fill_fn fill{};
+#else
+namespace detail {
+struct fill_needs_nvcc_fn {  // a plain host compiler: fill names itself and says what to do instead
+  template <class... Args>
+  status operator()(Args&&...) const noexcept {
+    static_assert(sizeof...(Args) == 0,
+                  "cudamem::fill launches a kernel, so it exists only in files nvcc compiles: move the call into a "
+                  ".cu file, or set bytes with cudamem::fill_bytes, which any compiler can build");
+    return {};
+  }
+};
+}  // namespace detail
+/// fill in a file that no CUDA compiler builds: refused at compile time, with the fix (a .cu file, or fill_bytes).
+inline constexpr detail::fill_needs_nvcc_fn fill{};
 #endif
 
 namespace detail {

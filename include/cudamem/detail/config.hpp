@@ -21,15 +21,19 @@
 // conversions to its views as view(), `View` (`(span<T, Kind>)`, parenthesized for the comma) from a non-const owner
 // and `ConstView` from a const one (owners are deep-const); and, deleted for an rvalue owner, view(), data() and the
 // conversions, whose views would dangle once the statement ends. For a const T the two views are one type.
-#define CUDAMEM_DETAIL_OWNER_VIEWS(View, ConstView)                              \
-  void view() const&& = delete;                                                  \
-  void data() const&& = delete;                                                  \
-  operator CUDAMEM_DETAIL_UNPAREN View()& noexcept { return view(); }            \
-  operator CUDAMEM_DETAIL_UNPAREN ConstView() const& noexcept { return view(); } \
-  operator CUDAMEM_DETAIL_UNPAREN View() const&& = delete;                       \
-  operator CUDAMEM_DETAIL_UNPAREN ConstView() const&&                            \
-    requires(!::std::is_const_v<T>)                                              \
+// The deleted lines carry their fix in a comment: g++ quotes a deleted function's declaration, with that comment,
+// in its "declared here" note, so the error says what to do.
+// clang-format off
+#define CUDAMEM_DETAIL_OWNER_VIEWS(View, ConstView)                                                                   \
+  void view() const&& = delete;                      /* dangles: keep the temporary owner in a variable */          \
+  void data() const&& = delete;                      /* dangles: keep the temporary owner in a variable */          \
+  operator CUDAMEM_DETAIL_UNPAREN View()& noexcept { return view(); }                                                 \
+  operator CUDAMEM_DETAIL_UNPAREN ConstView() const& noexcept { return view(); }                                      \
+  operator CUDAMEM_DETAIL_UNPAREN View() const&& = delete; /* dangles: keep the temporary owner in a variable */    \
+  operator CUDAMEM_DETAIL_UNPAREN ConstView() const&& /* dangles: keep the temporary owner in a variable */         \
+    requires(!::std::is_const_v<T>)                                                                                   \
   = delete
+// clang-format on
 #define CUDAMEM_DETAIL_UNPAREN(...) __VA_ARGS__
 // CUDAMEM_ASSERT(condition, message), for hot paths: a debug failure prints, then aborts or traps; NDEBUG: nothing.
 #if defined(NDEBUG)
