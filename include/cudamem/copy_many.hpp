@@ -16,9 +16,8 @@
 #pragma once
 
 #include <cudamem/copy.hpp>
+#include <cudamem/detail/sync.hpp>
 #include <cudamem/detail/transfer.hpp>
-
-#include <pthread.h>
 
 #include <algorithm>
 #include <cstddef>
@@ -492,7 +491,7 @@ struct CUDAMEM_DETAIL_PROCESS_WIDE copy_many_staging {
   block* acquire(device_id id, std::size_t bytes) noexcept {
     if (id.get() < 0 || id.get() >= max_devices) return nullptr;
     relaxed_capture_scope relaxed;  // queries and allocations are no work of a capture in another thread
-    const locked hold(lock_);
+    const lock_guard<mutex> hold(lock_);
     block* grow = nullptr;
     for (block& b : blocks_[id.get()]) {
       if (b.busy || (b.read != nullptr && query_event(b.read) != cudaSuccess)) continue;
@@ -514,13 +513,13 @@ struct CUDAMEM_DETAIL_PROCESS_WIDE copy_many_staging {
   }
   /// Ends the busy time of `b`: after its event was recorded behind the reader, or when nothing was launched.
   void release(block& b) noexcept {
-    const locked hold(lock_);
+    const lock_guard<mutex> hold(lock_);
     b.busy = false;
   }
   /// Waits for each block's last reader, then frees it and its event (at process exit; errors of a runtime already
   /// unloading are no failures, and the runtime's last error is left clean).
   void give_back_all() noexcept {
-    const locked hold(lock_);
+    const lock_guard<mutex> hold(lock_);
     for (auto& device_blocks : blocks_)
       for (block& b : device_blocks) {
         if (b.read != nullptr) (void)cudaEventSynchronize(b.read), (void)cudaEventDestroy(b.read);
@@ -531,13 +530,7 @@ struct CUDAMEM_DETAIL_PROCESS_WIDE copy_many_staging {
   }
 
  private:
-  struct locked {
-    explicit locked(pthread_mutex_t& mutex) noexcept : mutex_(mutex) { pthread_mutex_lock(&mutex_); }
-    ~locked() { pthread_mutex_unlock(&mutex_); }
-    locked(const locked&) = delete;
-    pthread_mutex_t& mutex_;
-  };
-  pthread_mutex_t lock_ = PTHREAD_MUTEX_INITIALIZER;
+  mutex lock_;
   bool exit_hook_ = false;  // give_back_all registered with atexit
   block blocks_[max_devices][blocks_per_device] = {};
 };

@@ -6,21 +6,17 @@
 #pragma once
 
 #include <cudamem/detail/process_wide.hpp>
+#include <cudamem/detail/storage.hpp>
+#include <cudamem/detail/sync.hpp>
 
-#include <pthread.h>
-
-#include <cstddef>
 #include <cstdint>
-#include <cstdlib>
 
 namespace cudamem::detail {
 
-/// The live stream objects' ids, under one lock; grown with realloc (a failed growth leaves an id out: its blocks are
-/// then waited for by device, which is slower, never wrong).
+/// The live stream objects' ids, under one lock.
 struct CUDAMEM_DETAIL_PROCESS_WIDE live_stream_ids {
-  pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-  std::uint64_t* ids = nullptr;
-  std::size_t count = 0, capacity = 0;
+  mutex lock;
+  vec<std::uint64_t> ids;
 };
 inline live_stream_ids& live_streams() noexcept { return process_wide<live_stream_ids>(); }
 
@@ -29,24 +25,9 @@ inline live_stream_ids& live_streams() noexcept { return process_wide<live_strea
 inline void stream_lives(std::uint64_t id, bool begins) noexcept {
   if (id == ~std::uint64_t{0}) return;
   live_stream_ids& live = live_streams();
-  pthread_mutex_lock(&live.lock);
-  if (begins) {
-    if (live.count == live.capacity) {
-      const std::size_t grown = live.capacity == 0 ? 64 : live.capacity * 2;
-      if (void* more = std::realloc(live.ids, grown * sizeof(std::uint64_t))) {
-        live.ids = static_cast<std::uint64_t*>(more);
-        live.capacity = grown;
-      }
-    }
-    if (live.count < live.capacity) live.ids[live.count++] = id;
-  } else {
-    for (std::size_t i = 0; i < live.count; ++i)
-      if (live.ids[i] == id) {
-        live.ids[i] = live.ids[--live.count];
-        break;
-      }
-  }
-  pthread_mutex_unlock(&live.lock);
+  const lock_guard<mutex> hold(live.lock);
+  if (begins) live.ids.push_back(id);
+  else live.ids.erase_if([id](std::uint64_t listed) { return listed == id; });
 }
 
 /// `f()` while a stream object owns stream `id`, so that the stream cannot be destroyed meanwhile; false where none
@@ -54,16 +35,9 @@ inline void stream_lives(std::uint64_t id, bool begins) noexcept {
 template <class F>
 auto while_stream_lives(std::uint64_t id, F&& f) noexcept -> decltype(f()) {
   live_stream_ids& live = live_streams();
-  pthread_mutex_lock(&live.lock);
-  bool found = false;
-  for (std::size_t i = 0; i < live.count && !found; ++i) found = live.ids[i] == id;
-  if (!found) {
-    pthread_mutex_unlock(&live.lock);
-    return false;
-  }
-  auto out = f();
-  pthread_mutex_unlock(&live.lock);
-  return out;
+  const lock_guard<mutex> hold(live.lock);
+  if (!live.ids.contains(id)) return false;
+  return f();
 }
 
 }  // namespace cudamem::detail
