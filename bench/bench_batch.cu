@@ -210,8 +210,41 @@ void halo_row(std::vector<row>& rows, const options& opt, stream_ref s) {
             "cudaMemcpy2DAsync");
   };
   const auto lib = [&] { check(copy_many(strips, s), "copy_many"); };
-  // Both sides leave the strips equal to the source's and every other cell poisoned.
-  for (const auto& batch : {std::function<void()>(loop), std::function<void()>(lib)}) {
+  // The batch as a g++ translation unit runs it, without the kernel: the 3D batch call where the driver has it.
+  const auto lib_without_kernel = [&] {
+    const auto kernel = detail::copy_many_kernel;
+    detail::copy_many_kernel = nullptr;
+    const status done = copy_many(strips, s);
+    detail::copy_many_kernel = kernel;
+    check(done, "copy_many");
+  };
+  std::vector<std::function<void()>> batches{loop, lib, lib_without_kernel};
+  std::function<void()> batch_3d;
+#if CUDART_VERSION >= 12080
+  std::vector<cudaMemcpy3DBatchOp> ops;
+  for (const auto& [dst, src] : strips) {
+    cudaMemcpy3DBatchOp op{};
+    op.dst.type = op.src.type = cudaMemcpyOperandTypePointer;
+    op.dst.op.ptr = {dst.data().get(), dst.pitch_bytes(), dst.height(), {}};
+    op.src.op.ptr = {const_cast<float*>(src.data().get()), src.pitch_bytes(), src.height(), {}};
+    op.extent = {dst.width() * sizeof(float), dst.height(), 1};
+    op.srcAccessOrder = cudaMemcpySrcAccessOrderStream;
+    ops.push_back(op);
+  }
+  if (driver_batches()) {
+    batch_3d = [&] {
+#if CUDART_VERSION >= 13000
+      check(cudaMemcpy3DBatchAsync(ops.size(), ops.data(), 0, raw_stream), "cudaMemcpy3DBatchAsync");
+#else
+      std::size_t failed = 0;
+      check(cudaMemcpy3DBatchAsync(ops.size(), ops.data(), &failed, 0, raw_stream), "cudaMemcpy3DBatchAsync");
+#endif
+    };
+    batches.push_back(batch_3d);
+  }
+#endif
+  // Every side leaves the strips equal to the source's and every other cell poisoned.
+  for (const auto& batch : batches) {
     check(fill_bytes(to, 0x5a), "fill_bytes");
     batch();
     check(s.synchronize(), "stream::synchronize");
@@ -233,6 +266,13 @@ void halo_row(std::vector<row>& rows, const options& opt, stream_ref s) {
                  back.size() * sizeof(float), "64 halo strips");
   }
   rows.push_back(batch_time("64 halo strips vs 64 cudaMemcpy2DAsync", opt, s, loop, lib, 0.5));
+  if (batch_3d) {
+    rows.push_back(batch_time("64 halo strips vs cudaMemcpy3DBatchAsync", opt, s, batch_3d, lib, std::nullopt));
+    rows.push_back(
+        batch_time("64 halo strips, g++ file vs 3D batch call", opt, s, batch_3d, lib_without_kernel, std::nullopt));
+  }
+  rows.push_back(
+      batch_time("64 halo strips, g++ file vs 64 cudaMemcpy2DAsync", opt, s, loop, lib_without_kernel, std::nullopt));
 }
 
 // Host cost of a batch of one piece against one copy of it.

@@ -11,8 +11,9 @@
 /// count, its source), then the batch: no destination overlaps another piece's destination or any source, every
 /// device memory piece is on a device of the process. Errors name the piece: "copy_many: piece 7: extents differ
 /// (dst 4, src 5)". Zero-size pieces are skipped. Dispatch (docs/copies.md, "Batched copies"): in nvcc translation
-/// units, a gather kernel for many small pieces the stream's device can reach; else cudaMemcpyBatchAsync where the
-/// driver has it and the batch allows; else one engine call per piece.
+/// units, a gather kernel for many small pieces the stream's device can reach; else cudaMemcpyBatchAsync (1D pieces) or
+/// cudaMemcpy3DBatchAsync (pitched pieces) where the driver has them and the batch allows; else one engine call per
+/// piece.
 #pragma once
 
 #include <cudamem/copy.hpp>
@@ -188,9 +189,63 @@ inline status check_batch(batch_scratch& b, const char* api) noexcept {
   return strided ? check_strided_overlap(b.dsts, b.srcs, api) : check_batch_overlap(b.dsts, b.srcs, api);
 }
 
-/// The gather kernel (nvcc translation units register it below): true when it took the batch, false (nothing
-/// enqueued) where it cannot be used, so that the caller tries the next dispatch.
-inline result<bool> (*copy_many_kernel)(const batch_scratch&, stream_ref, const char*) noexcept = nullptr;
+/// What a dispatch is given: a batch's checked, non-empty pieces as arrays (those cudaMemcpyBatchAsync takes, and the
+/// layout the gather kernel reads once they are staged), and what the dispatches need to know of them.
+struct batch_list {
+  std::size_t count = 0, total = 0;  // pieces, and their bytes in all
+  void** dst = nullptr;
+  const void** src = nullptr;
+  std::size_t* row_bytes = nullptr;  // each piece's bytes, or those of each of its rows
+  std::size_t* index = nullptr;  // each piece's index in the user's ranges (for errors)
+  std::size_t *rows = nullptr, *dpitch = nullptr, *spitch = nullptr;  // null when every piece is one run of bytes
+  device_id launch;  // the stream's device
+  /// Every device memory piece is on `launch`, and every piece is device memory or pinned, not pinned to pinned.
+  bool on_launch_device = false;
+  /// The same, but device memory may also be on a device whose memory `launch` reaches through a held peer guard.
+  bool launch_reaches = false;
+};
+/// The arrays of a thread's batch lists: one allocation, grown when a batch needs more, reused.
+class batch_arrays {
+ public:
+  /// Points the arrays of `l` at room for `count` pieces (with rows and pitches if `strided`); false if out of memory.
+  bool fit(batch_list& l, std::size_t count, bool strided) noexcept {
+    constexpr std::size_t words = 7;
+    if (count > capacity_) {
+      if (count > ~std::size_t{0} / (words * sizeof(std::size_t))) return false;
+      void* more = std::malloc(count * words * sizeof(std::size_t));
+      if (more == nullptr) return false;
+      std::free(storage_);
+      storage_ = more, capacity_ = count;
+    }
+    auto* const base = static_cast<std::size_t*>(storage_);
+    l.dst = reinterpret_cast<void**>(base);
+    l.src = reinterpret_cast<const void**>(base + count);
+    l.row_bytes = base + 2 * count;
+    l.rows = strided ? base + 3 * count : nullptr;
+    l.dpitch = strided ? base + 4 * count : nullptr;
+    l.spitch = strided ? base + 5 * count : nullptr;
+    l.index = base + 6 * count;
+    return true;
+  }
+  batch_arrays() = default;
+  batch_arrays(const batch_arrays&) = delete;
+  batch_arrays& operator=(const batch_arrays&) = delete;
+  ~batch_arrays() { std::free(storage_); }
+
+ private:
+  void* storage_ = nullptr;
+  std::size_t capacity_ = 0;
+};
+inline batch_arrays& thread_batch_arrays() noexcept {
+  thread_local batch_arrays arrays;
+  return arrays;
+}
+
+/// A dispatch: true when it took the batch, false (nothing enqueued) where it cannot be used, so that the caller tries
+/// the next one. Variables, so that tests can watch which batches each takes.
+using batch_dispatch = result<bool> (*)(const batch_list&, stream_ref, const char*) noexcept;
+/// The gather kernel: set by nvcc translation units that make a stream-ordered batch (below).
+inline batch_dispatch copy_many_kernel = nullptr;
 /// nvcc: names the kernel's registration (defined with the kernel below), so that only translation units that make a
 /// stream-ordered batch build the kernel and run its initializer; elsewhere it does nothing.
 #if defined(__CUDACC__)
@@ -215,70 +270,195 @@ inline bool driver_has_batch_copy() noexcept {
 /// (which it refuses), a capture (it has no graph node, and a capture would end without the copies), other pieces.
 /// A non-sticky refusal is cleared and answered false: the loop then copies every piece, which is safe even if
 /// some were enqueued, since no destination is any piece's source.
-inline result<bool> copy_many_batch_call(const batch_scratch& b, stream_ref s, const char* api) noexcept {
+inline result<bool> copy_many_batch_call(const batch_list& l, stream_ref s, const char* api) noexcept {
   const cudaStream_t handle = s.get();
-  if (handle == nullptr || handle == cudaStreamLegacy || handle == cudaStreamPerThread || !driver_has_batch_copy())
+  if (l.rows != nullptr || !l.on_launch_device || handle == nullptr || handle == cudaStreamLegacy ||
+      handle == cudaStreamPerThread || !driver_has_batch_copy())
     return false;
   cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
   if (stream_capture_status(handle, &capture) != cudaSuccess) return (void)cudaGetLastError(), false;
   if (capture != cudaStreamCaptureStatusNone) return false;
-  auto device = s.device();
-  if (!device) return false;
-  const auto usable = [launch = *device](const region& r) {
-    return r.kind == kind_id::pinned || (r.kind == kind_id::device && r.device == launch);
-  };
-  for (const batch_piece& piece : b.pieces) {
-    const plan& p = piece.p;
-    if (!p.flat() || !usable(p.dst) || !usable(p.src) ||
-        (p.dst.kind == kind_id::pinned && p.src.kind == kind_id::pinned))
-      return false;
-  }
-  auto guard = device_guard::set(*device);
+  auto guard = device_guard::set(l.launch);
   if (!guard) return guard.error().with_api(api);
-  thread_local std::vector<void*> dsts;
-  thread_local std::vector<const void*> srcs;
-  thread_local std::vector<std::size_t> sizes;
-  dsts.clear(), srcs.clear(), sizes.clear();
-  for (const batch_piece& piece : b.pieces) {
-    dsts.push_back(piece.p.dst.addr);
-    srcs.push_back(piece.p.src.addr);
-    sizes.push_back(piece.p.dst.row_bytes * piece.p.dst.rows);
-  }
   cudaMemcpyAttributes attributes{};
   attributes.srcAccessOrder = cudaMemcpySrcAccessOrderStream;
   std::size_t attribute_of_first = 0;
 #if CUDART_VERSION >= 13000
-  const cudaError_t code = cudaMemcpyBatchAsync(dsts.data(), srcs.data(), sizes.data(), sizes.size(), &attributes,
-                                                &attribute_of_first, 1, handle);
+  const cudaError_t code =
+      cudaMemcpyBatchAsync(l.dst, l.src, l.row_bytes, l.count, &attributes, &attribute_of_first, 1, handle);
 #else
   std::size_t failed = 0;
-  const cudaError_t code = cudaMemcpyBatchAsync(dsts.data(), const_cast<void**>(srcs.data()), sizes.data(),
-                                                sizes.size(), &attributes, &attribute_of_first, 1, &failed, handle);
+  const cudaError_t code = cudaMemcpyBatchAsync(l.dst, const_cast<void**>(l.src), l.row_bytes, l.count, &attributes,
+                                                &attribute_of_first, 1, &failed, handle);
 #endif
   if (code == cudaSuccess) return true;
   if (error::is_sticky_status(code)) return error(code, api, "cudaMemcpyBatchAsync");
   (void)cudaGetLastError();
   return false;
 }
-/// The batch call, where the runtime has it; a variable, so that tests can watch which batches take it.
-inline result<bool> (*copy_many_batch)(const batch_scratch&, stream_ref, const char*) noexcept = &copy_many_batch_call;
+/// The batch call, where the runtime has it.
+inline batch_dispatch copy_many_batch = &copy_many_batch_call;
+
+/// Enqueues a batch with pitched pieces (rows and pitches in `l`) between pinned memory and device memory of the
+/// stream's device with one cudaMemcpy3DBatchAsync (pointer operands: widths in bytes, each piece one layer), or
+/// returns false, enqueuing nothing, where copy_many_batch_call would.
+inline result<bool> copy_many_batch_3d_call(const batch_list& l, stream_ref s, const char* api) noexcept {
+  const cudaStream_t handle = s.get();
+  if (l.rows == nullptr || !l.on_launch_device || handle == nullptr || handle == cudaStreamLegacy ||
+      handle == cudaStreamPerThread || !driver_has_batch_copy())
+    return false;
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  if (stream_capture_status(handle, &capture) != cudaSuccess) return (void)cudaGetLastError(), false;
+  if (capture != cudaStreamCaptureStatusNone) return false;
+  thread_local std::vector<cudaMemcpy3DBatchOp> ops;
+  ops.clear();
+  ops.reserve(l.count);
+  for (std::size_t k = 0; k < l.count; ++k) {
+    const auto operand = [&](void* at, std::size_t pitch) {
+      cudaMemcpy3DOperand o{};
+      o.type = cudaMemcpyOperandTypePointer;
+      o.op.ptr.ptr = at, o.op.ptr.rowLength = pitch, o.op.ptr.layerHeight = l.rows[k];
+      return o;
+    };
+    cudaMemcpy3DBatchOp op{};
+    op.dst = operand(l.dst[k], l.rows[k] > 1 ? l.dpitch[k] : l.row_bytes[k]);
+    op.src = operand(const_cast<void*>(l.src[k]), l.rows[k] > 1 ? l.spitch[k] : l.row_bytes[k]);
+    op.extent = {l.row_bytes[k], l.rows[k], 1};
+    op.srcAccessOrder = cudaMemcpySrcAccessOrderStream;
+    ops.push_back(op);
+  }
+  auto guard = device_guard::set(l.launch);
+  if (!guard) return guard.error().with_api(api);
+#if CUDART_VERSION >= 13000
+  const cudaError_t code = cudaMemcpy3DBatchAsync(ops.size(), ops.data(), 0, handle);
 #else
-inline result<bool> (*copy_many_batch)(const batch_scratch&, stream_ref, const char*) noexcept = nullptr;
+  std::size_t failed = 0;
+  const cudaError_t code = cudaMemcpy3DBatchAsync(ops.size(), ops.data(), &failed, 0, handle);
 #endif
+  if (code == cudaSuccess) return true;
+  if (error::is_sticky_status(code)) return error(code, api, "cudaMemcpy3DBatchAsync");
+  (void)cudaGetLastError();
+  return false;
+}
+/// The 3D batch call, where the runtime has it.
+inline batch_dispatch copy_many_batch_3d = &copy_many_batch_3d_call;
+#else
+inline batch_dispatch copy_many_batch = nullptr;
+inline batch_dispatch copy_many_batch_3d = nullptr;
+#endif
+
+/// Offers `l` to the kernel, then to the batch calls: the status of the one that took it, or nothing if none did.
+inline maybe<status> dispatch_batch(const batch_list& l, stream_ref s, const char* api) noexcept {
+  for (batch_dispatch dispatch : {copy_many_kernel, copy_many_batch, copy_many_batch_3d}) {
+    if (dispatch == nullptr) continue;
+    auto taken = dispatch(l, s, api);
+    if (!taken) return status(taken.error());
+    if (*taken) return status();
+  }
+  return {};
+}
+
+/// The list of the checked pieces of `b` for a batch on a stream of `launch`; false if there is no room for it.
+inline bool list_batch(const batch_scratch& b, device_id launch, batch_list& l) noexcept {
+  bool strided = false;
+  for (const batch_piece& piece : b.pieces) strided = strided || !piece.p.flat();
+  if (!thread_batch_arrays().fit(l, b.pieces.size(), strided)) return false;
+  l.count = b.pieces.size(), l.total = 0, l.launch = launch;
+  l.on_launch_device = l.launch_reaches = true;
+  for (std::size_t k = 0; k < l.count; ++k) {
+    const plan& p = b.pieces[k].p;
+    const region &d = p.dst, &src = p.src;
+    for (const region* r : {&d, &src}) {
+      const bool pinned = r->kind == kind_id::pinned, device = r->kind == kind_id::device;
+      l.on_launch_device = l.on_launch_device && (pinned || (device && r->device == launch));
+      l.launch_reaches =
+          l.launch_reaches && (pinned || (device && (r->device == launch || peer_access_held(launch, r->device))));
+    }
+    if (d.kind == kind_id::pinned && src.kind == kind_id::pinned) l.on_launch_device = l.launch_reaches = false;
+    l.dst[k] = d.addr, l.src[k] = src.addr, l.index[k] = b.pieces[k].index;
+    l.row_bytes[k] = p.flat() ? d.row_bytes * d.rows : d.row_bytes;
+    if (strided) l.rows[k] = p.flat() ? 1 : d.rows, l.dpitch[k] = d.pitch, l.spitch[k] = src.pitch;
+    l.total += d.row_bytes * d.rows;
+  }
+  return true;
+}
 
 /// Runs checked pieces on `s`; does not synchronize. An error from CUDA names its piece; earlier pieces are queued.
 inline status run_batch_async(const batch_scratch& b, stream_ref s, const char* api) noexcept {
   if (!s.valid()) return handle_moved_from(api, "stream");
-  for (auto dispatch : {copy_many_kernel, copy_many_batch}) {
-    if (b.pieces.size() < 2 || dispatch == nullptr) continue;
-    auto taken = dispatch(b, s, api);
-    if (!taken) return taken.error();
-    if (*taken) return {};
+  if (b.pieces.size() >= 2) {
+    auto launch = s.device();
+    batch_list l;
+    if (launch && list_batch(b, *launch, l))
+      if (maybe<status> done = dispatch_batch(l, s, api)) return *done;
   }
   for (const batch_piece& piece : b.pieces)
     if (status done = run_async(piece.p, s, api); !done) [[unlikely]]
       return name_piece(done.error(), piece.index);
   return {};
+}
+
+/// One run of `bytes` bytes at `addr`, as plan_copy would check it.
+inline region flat_region(void* addr, std::size_t bytes, device_id on, kind_id kind) noexcept {
+  region r;
+  r.addr = addr, r.row_bytes = r.pitch = r.footprint = bytes, r.rows = 1, r.device = on, r.kind = kind;
+  return r;
+}
+/// A stream-ordered batch of 1D pieces between device memory and pinned memory (DK, SK: their kinds; T: their
+/// element), checked in one pass as it is listed, without the general planning, when it is the common case: every
+/// device piece on the stream's device, the destinations in address order and apart, and all sources lying apart from
+/// all destinations. Nothing (the general path then plans the batch and says what is wrong) for any other batch, or
+/// when the stream's device is unknown. `each(f)` calls f(dst, src) on the pieces in order while f returns true.
+template <class T, class DK, class SK, class Each>
+maybe<status> fast_batch(std::size_t count, stream_ref s, Each each, const char* api) noexcept {
+  static_assert((std::is_same_v<DK, device> || std::is_same_v<DK, pinned>) &&
+                (std::is_same_v<SK, device> || std::is_same_v<SK, pinned>) &&
+                !(std::is_same_v<DK, pinned> && std::is_same_v<SK, pinned>));
+  batch_list l;
+  if (!s.valid() || !thread_batch_arrays().fit(l, count, false)) return {};
+  auto launch = s.device();
+  if (!launch) return {};
+  l.launch = *launch, l.on_launch_device = l.launch_reaches = true;
+  std::size_t n = 0, total = 0, index = 0;
+  std::uintptr_t dst_first = 0, dst_end = 0, src_first = ~std::uintptr_t{0}, src_end = 0;
+  bool ordinary = true;
+  each([&](auto dst, auto src) noexcept {
+    const std::size_t size = dst.size(), at = index++;
+    if (size != src.size() || size > ~std::size_t{0} / sizeof(T)) return ordinary = false;
+    if (size == 0) return true;
+    const std::size_t bytes = size * sizeof(T);
+    const auto d = reinterpret_cast<std::uintptr_t>(dst.data().get()),
+               from = reinterpret_cast<std::uintptr_t>(src.data().get());
+    if (d == 0 || from == 0 || d < dst_end || d + bytes < d || from + bytes < from) return ordinary = false;
+    if constexpr (std::is_same_v<DK, device>)
+      if (dst.data().device() != l.launch) return ordinary = false;
+    if constexpr (std::is_same_v<SK, device>)
+      if (src.data().device() != l.launch) return ordinary = false;
+    if (n == 0) dst_first = d;
+    dst_end = d + bytes;
+    src_first = from < src_first ? from : src_first;
+    src_end = from + bytes > src_end ? from + bytes : src_end;
+    l.dst[n] = dst.data().get(), l.src[n] = src.data().get(), l.row_bytes[n] = bytes, l.index[n] = at;
+    ++n, total += bytes;
+    return true;
+  });
+  if (!ordinary || (n != 0 && src_first < dst_end && dst_first < src_end)) return {};
+  l.count = n, l.total = total;
+  if (n == 0) return status();
+  if (n >= 2)
+    if (maybe<status> done = dispatch_batch(l, s, api)) return done;
+  // No dispatch took it (a capture, an old driver, the default streams): one copy per piece, as the general path.
+  for (std::size_t k = 0; k < n; ++k) {
+    const device_id dd = std::is_same_v<DK, device> ? l.launch : device_id::host(),
+                    sd = std::is_same_v<SK, device> ? l.launch : device_id::host();
+    plan p;
+    p.dst = flat_region(l.dst[k], l.row_bytes[k], dd, kind_id_of<DK>);
+    p.src = flat_region(const_cast<void*>(l.src[k]), l.row_bytes[k], sd, kind_id_of<SK>);
+    p.direction = copy_direction<DK, SK>;
+    if (status done = run_async(p, s, api); !done) [[unlikely]]
+      return status(name_piece(done.error(), l.index[k]));
+  }
+  return status();
 }
 /// Runs checked pieces to completion, one after another. A capture that would refuse any piece refuses the batch
 /// before the first is written.
@@ -317,6 +497,16 @@ concept pair_range = std::ranges::forward_range<R> && std::ranges::sized_range<R
 // What a stream-ordered batch sees of an element: an owner in a temporary range goes away with it.
 template <class R, class Element>
 using queued_element = std::conditional_t<std::is_lvalue_reference_v<R>, Element&, std::remove_cvref_t<Element>>;
+
+/// Whether batches of DstView and SrcView pieces can take fast_batch: 1D spans of device memory and pinned memory.
+template <class V>
+inline constexpr bool fast_piece = false;
+template <class T, class K>
+inline constexpr bool fast_piece<span<T, K>> = std::is_same_v<K, device> || std::is_same_v<K, pinned>;
+template <class DstView, class SrcView>
+inline constexpr bool fast_pieces =
+    fast_piece<DstView> && fast_piece<SrcView> &&
+    !(std::is_same_v<typename DstView::kind, pinned> && std::is_same_v<typename SrcView::kind, pinned>);
 
 /// Checks piece `index` into `b` (skipped when empty).
 template <class DstView, class SrcView>
@@ -380,6 +570,15 @@ struct copy_many_fn {
       return error(errc::extents_mismatch, copy_many_api, "%zu destinations and %zu sources", count,
                    static_cast<std::size_t>(std::ranges::size(srcs)));
     if (count == 1) return copy_one_piece((*std::ranges::begin(dsts)).view(), (*std::ranges::begin(srcs)).view(), s);
+    if constexpr (fast_pieces<DstView, SrcView>)
+      if (s != nullptr) {
+        const auto each = [&](auto&& f) noexcept {
+          auto src = std::ranges::begin(srcs);
+          for (auto&& dst : dsts)
+            if (!f(dst.view(), (*src++).view())) return;
+        };
+        if (maybe<status> done = fast<DstView, SrcView>(count, *s, each)) return *done;
+      }
     batch_scratch& b = thread_batch_scratch();
     b.pieces.reserve(count);
     auto src = std::ranges::begin(srcs);
@@ -398,12 +597,25 @@ struct copy_many_fn {
       auto&& only = *std::ranges::begin(pairs);
       return copy_one_piece(std::get<0>(only).view(), std::get<1>(only).view(), s);
     }
+    if constexpr (fast_pieces<DstView, SrcView>)
+      if (s != nullptr) {
+        const auto each = [&](auto&& f) noexcept {
+          for (auto&& piece : pairs)
+            if (!f(std::get<0>(piece).view(), std::get<1>(piece).view())) return;
+        };
+        if (maybe<status> done = fast<DstView, SrcView>(count, *s, each)) return *done;
+      }
     batch_scratch& b = thread_batch_scratch();
     b.pieces.reserve(count);
     std::size_t index = 0;
     for (auto&& piece : pairs)
       CUDAMEM_TRY(add_piece(b, index++, std::get<0>(piece).view(), std::get<1>(piece).view(), copy_many_api));
     return run(b, s);
+  }
+  template <class DstView, class SrcView, class Each>
+  static maybe<status> fast(std::size_t count, stream_ref s, const Each& each) noexcept {
+    return fast_batch<std::remove_const_t<typename DstView::element_type>, typename DstView::kind,
+                      typename SrcView::kind>(count, s, each, copy_many_api);
   }
   static status run(batch_scratch& b, const stream_ref* s) noexcept {
     if (s != nullptr && !s->valid()) return handle_moved_from(copy_many_api, "stream");
@@ -456,14 +668,17 @@ __device__ void copy_many_piece(const copy_many_entry& e, unsigned lane) {
   }
 }
 // Templates (of nothing): a header's kernel must not be defined in every translation unit (one definition each), and
-// is built only where use_copy_many_kernel names its registration.
+// is built only where use_copy_many_kernel names its registration. `list` holds a batch_list's arrays as staged:
+// `count` destinations, sources and row bytes, then, if `strided`, `count` rows, destination and source pitches.
 template <class = void>
 __global__ void __launch_bounds__(copy_many_threads)
-    copy_many_gather(const copy_many_entry* entries, std::size_t count) {
+    copy_many_gather(const std::size_t* list, std::size_t count, bool strided) {
   const unsigned lane = threadIdx.x % 32;
   const std::size_t warps = std::size_t{gridDim.x} * (copy_many_threads / 32);
   for (std::size_t k = (std::size_t{blockIdx.x} * blockDim.x + threadIdx.x) / 32; k < count; k += warps) {
-    const copy_many_entry e = entries[k];
+    copy_many_entry e{
+        reinterpret_cast<char*>(list[k]), reinterpret_cast<const char*>(list[count + k]), list[2 * count + k], 1, 0, 0};
+    if (strided) e.rows = list[3 * count + k], e.dpitch = list[4 * count + k], e.spitch = list[5 * count + k];
     const std::uintptr_t bits = reinterpret_cast<std::uintptr_t>(e.dst) | reinterpret_cast<std::uintptr_t>(e.src) |
                                 e.row_bytes | (e.rows > 1 ? e.dpitch | e.spitch : 0);
     if ((bits & 15) == 0) copy_many_piece<uint4>(e, lane);
@@ -535,11 +750,6 @@ struct CUDAMEM_DETAIL_PROCESS_WIDE copy_many_staging {
   block blocks_[max_devices][blocks_per_device] = {};
 };
 
-/// Pieces that may go through the kernel: device memory the stream's device reaches, or pinned memory (mapped).
-inline bool kernel_reaches(const region& r, device_id launch) noexcept {
-  return r.kind == kind_id::pinned ||
-         (r.kind == kind_id::device && (r.device == launch || peer_access_held(launch, r.device)));
-}
 /// The kernel runs batches whose pieces average less than this; larger pieces go to the copy engines.
 inline constexpr std::size_t copy_many_kernel_max_average = std::size_t{64} << 10;
 
@@ -547,43 +757,29 @@ inline constexpr std::size_t copy_many_kernel_max_average = std::size_t{64} << 1
 /// stream that captures (the list would be a host block reused after the batch, not part of the graph), a piece it
 /// cannot reach, managed or host-to-host pieces, large pieces, no free staging block.
 template <class = void>
-result<bool> copy_many_launch(const batch_scratch& b, stream_ref s, const char* api) noexcept {
+result<bool> copy_many_launch(const batch_list& l, stream_ref s, const char* api) noexcept {
+  if (!l.launch_reaches || l.total >= copy_many_kernel_max_average * l.count) return false;
   cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
   if (stream_capture_status(s.get(), &capture) != cudaSuccess) return (void)cudaGetLastError(), false;
   if (capture != cudaStreamCaptureStatusNone) return false;
-  auto launch = s.device();
-  if (!launch) return false;
-  std::size_t total = 0;
-  for (const batch_piece& piece : b.pieces) {
-    const plan& p = piece.p;
-    if (!kernel_reaches(p.dst, *launch) || !kernel_reaches(p.src, *launch) ||
-        (p.dst.kind == kind_id::pinned && p.src.kind == kind_id::pinned))
-      return false;
-    total += p.dst.row_bytes * p.dst.rows;
-  }
-  if (total >= copy_many_kernel_max_average * b.pieces.size()) return false;
-  auto sms = cached_attribute<cudaDevAttrMultiProcessorCount>(*launch, api);
+  auto sms = cached_attribute<cudaDevAttrMultiProcessorCount>(l.launch, api);
   if (!sms) return sms.error();
-  auto guard = device_guard::set(*launch);  // a launch and an event go to the current device
+  auto guard = device_guard::set(l.launch);  // a launch and an event go to the current device
   if (!guard) return guard.error().with_api(api);
   copy_many_staging& staging = process_wide<copy_many_staging>();
-  const std::size_t count = b.pieces.size();
-  copy_many_staging::block* block = staging.acquire(*launch, count * sizeof(copy_many_entry));
+  const std::size_t count = l.count, words = l.rows != nullptr ? 6 : 3;
+  copy_many_staging::block* block = staging.acquire(l.launch, count * words * sizeof(std::size_t));
   if (block == nullptr) return false;
-  auto* entries = static_cast<copy_many_entry*>(block->host);
-  for (std::size_t k = 0; k < count; ++k) {
-    const region &d = b.pieces[k].p.dst, &src = b.pieces[k].p.src;
-    auto* const to = static_cast<char*>(d.addr);
-    const auto* const from = static_cast<const char*>(src.addr);
-    if (b.pieces[k].p.flat()) entries[k] = {to, from, d.row_bytes * d.rows, 1, 0, 0};
-    else entries[k] = {to, from, d.row_bytes, d.rows, d.pitch, src.pitch};
-  }
+  auto* const list = static_cast<std::size_t*>(block->host);
+  const void* const arrays[] = {l.dst, l.src, l.row_bytes, l.rows, l.dpitch, l.spitch};
+  for (std::size_t a = 0; a < words; ++a) std::memcpy(list + a * count, arrays[a], count * sizeof(std::size_t));
   constexpr std::size_t warps_per_block = copy_many_threads / 32;
   const std::size_t wanted = (count + warps_per_block - 1) / warps_per_block, most = std::size_t(*sms) * 8;
   const dim3 grid(static_cast<unsigned>(wanted < most ? wanted : most)), threads(copy_many_threads);
-  const copy_many_entry* list = entries;  // the mapped address equals the host address (unified addressing)
+  const std::size_t* mapped = list;  // the mapped address equals the host address (unified addressing)
   std::size_t pieces = count;
-  void* args[] = {&list, &pieces};
+  bool strided = l.rows != nullptr;
+  void* args[] = {&mapped, &pieces, &strided};
   const cudaError_t launched =
       cudaLaunchKernel(reinterpret_cast<const void*>(&copy_many_gather<>), grid, threads, args, 0, s.get());
   if (launched != cudaSuccess) {

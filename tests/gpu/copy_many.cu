@@ -14,20 +14,21 @@
 #include <optional>
 #include <random>
 #include <string>
+#include <utility>
 
 using namespace cudamem;
 using test::take;
 
 namespace {
 
-using dispatch_hook = result<bool> (*)(const detail::batch_scratch&, stream_ref, const char*) noexcept;
+using dispatch_hook = detail::batch_dispatch;
 
 // Counts the batches a dispatch (the gather kernel, or the driver's batch call) took and declined while it lives.
 template <dispatch_hook& Slot>
 struct dispatch_counter {
   static inline dispatch_hook real = nullptr;
   static inline int taken = 0, declined = 0;
-  static result<bool> hook(const detail::batch_scratch& b, stream_ref s, const char* api) noexcept {
+  static result<bool> hook(const detail::batch_list& b, stream_ref s, const char* api) noexcept {
     result<bool> outcome = real(b, s, api);
     if (outcome && *outcome) ++taken;
     else if (outcome) ++declined;
@@ -45,6 +46,7 @@ struct dispatch_counter {
 };
 using dispatch_watch = dispatch_counter<detail::copy_many_kernel>;
 using batch_call_watch = dispatch_counter<detail::copy_many_batch>;
+using batch_3d_watch = dispatch_counter<detail::copy_many_batch_3d>;
 // Without a dispatch: the batches it would take go to the next one (kernel, batch call, one call per piece).
 template <dispatch_hook& Slot>
 struct without {
@@ -67,7 +69,8 @@ struct layout {
   std::vector<std::size_t> dst_at, src_at, bytes;
   std::size_t dst_total = 0, src_total = 0;
 };
-layout random_layout(std::mt19937_64& rng, std::size_t count, std::size_t max_bytes, std::size_t granule) {
+layout random_layout(std::mt19937_64& rng, std::size_t count, std::size_t max_bytes, std::size_t granule,
+                     bool in_order = false) {
   layout l;
   std::size_t cursor = 0;
   for (std::size_t k = 0; k < count; ++k) {
@@ -84,6 +87,7 @@ layout random_layout(std::mt19937_64& rng, std::size_t count, std::size_t max_by
   for (std::size_t k = 0; k < count; ++k)
     l.src_at.push_back(std::uniform_int_distribution<std::size_t>(0, (l.src_total - l.bytes[k]) / granule)(rng) *
                        granule);
+  if (in_order) return l;
   std::vector<std::size_t> order(count);
   std::iota(order.begin(), order.end(), std::size_t{0});
   std::shuffle(order.begin(), order.end(), rng);
@@ -113,8 +117,9 @@ struct byte_batch {
   std::vector<span<unsigned char, Dst>> dsts;
   std::vector<span<const unsigned char, Src>> srcs;
 
-  byte_batch(std::mt19937_64& rng, std::size_t count, std::size_t max_bytes, std::size_t granule = 1)
-      : l(random_layout(rng, count, max_bytes, granule)),
+  byte_batch(std::mt19937_64& rng, std::size_t count, std::size_t max_bytes, std::size_t granule = 1,
+             bool in_order = false)
+      : l(random_layout(rng, count, max_bytes, granule, in_order)),
         source(test::random_vector<unsigned char>(l.src_total, rng())),
         src(take(buffer<unsigned char, Src>::allocate(l.src_total))),
         dst(take(buffer<unsigned char, Dst>::allocate(l.dst_total))) {
@@ -197,6 +202,110 @@ TEST_CASE("copy_many: pinned to device and back through every dispatch", "[copy_
     if (path == 0) CHECK(dispatch_watch::taken == 3);
     if (path == 1) CHECK(batch_call_watch::taken == (batches ? 3 : 0));
   }
+}
+
+TEST_CASE("copy_many: destinations in address order (the one-pass check) through every dispatch", "[copy_many]") {
+  auto rng = seeded();
+  auto s = take(stream::create());
+  const bool batches = driver_batches();
+  for (const int path : {0, 1, 2}) {
+    INFO((path == 0 ? "gather kernel" : path == 1 ? "cudaMemcpyBatchAsync" : "one copy per piece"));
+    std::optional<without<detail::copy_many_kernel>> no_kernel;
+    std::optional<without<detail::copy_many_batch>> no_batch_call;
+    if (path >= 1) no_kernel.emplace();
+    if (path == 2) no_batch_call.emplace();
+    std::optional<dispatch_watch> kernel;
+    std::optional<batch_call_watch> batch_call;
+    if (path == 0) kernel.emplace();
+    if (path == 1) batch_call.emplace();
+    int several = 0;
+    for (const std::size_t granule : {1, 4, 16}) {
+      const std::size_t count = std::uniform_int_distribution<std::size_t>(2, 3000)(rng);
+      INFO(count << " pieces, sizes multiples of " << granule);
+      byte_batch<device, pinned> in(rng, count, 300, granule, true);
+      in.run(s);
+      byte_batch<pinned, device> out(rng, count, 300, granule, true);
+      out.run(s);
+      byte_batch<device, device> across(rng, count, 300, granule, true);
+      across.run(s);
+      several += (in.several() ? 1 : 0) + (out.several() ? 1 : 0) + (across.several() ? 1 : 0);
+    }
+    if (path == 0) CHECK(dispatch_watch::taken == several);
+    if (path == 1) CHECK(batch_call_watch::taken == (batches ? several : 0));
+  }
+  {
+    INFO("the legacy default stream, and a capture: one copy per piece");
+    byte_batch<device, pinned> legacy(rng, 700, 100, 1, true);
+    {
+      without<detail::copy_many_kernel> no_kernel;
+      legacy.run(stream_ref::legacy());
+    }
+    byte_batch<device, device> captured(rng, 500, 100, 4, true);
+    cudaGraph_t graph = nullptr;
+    REQUIRE(cudaStreamBeginCapture(s.get(), cudaStreamCaptureModeThreadLocal) == cudaSuccess);
+    const status queued = copy_many(captured.dsts, captured.srcs, s);
+    REQUIRE(cudaStreamEndCapture(s.get(), &graph) == cudaSuccess);
+    REQUIRE_OK(queued);
+    cudaGraphExec_t exec = nullptr;
+    REQUIRE(cudaGraphInstantiate(&exec, graph, 0) == cudaSuccess);
+    REQUIRE(cudaGraphLaunch(exec, s.get()) == cudaSuccess);
+    REQUIRE_OK(s.synchronize());
+    (void)cudaGraphExecDestroy(exec), (void)cudaGraphDestroy(graph);
+    captured.check();
+  }
+}
+
+TEST_CASE("copy_many: in address order, what the one-pass check declines is refused as before", "[copy_many]") {
+  constexpr std::size_t n = 4096;
+  auto s = take(stream::create());
+  auto dev = take(device_buffer<unsigned char>::allocate(n));
+  auto host = take(pinned_buffer<unsigned char>::allocate(n));
+  REQUIRE_OK(fill_bytes(dev, test::poison));
+  const auto untouched = [&] {
+    const auto got = test::read_back(dev.view());
+    CHECK(std::count(got.begin(), got.end(), test::poison) == static_cast<std::ptrdiff_t>(n));
+  };
+  const auto d = dev.view();
+  const auto h = std::as_const(host).view();
+  const auto contains = [](const error& e, const char* text) {
+    return std::string(e.message()).find(text) != std::string::npos;
+  };
+  {
+    INFO("two destinations in order that overlap");
+    std::vector<device_span<unsigned char>> dsts{d.subspan_unchecked(0, 64), d.subspan_unchecked(32, 64),
+                                                 d.subspan_unchecked(200, 8)};
+    std::vector<pinned_span<const unsigned char>> srcs{h.subspan_unchecked(0, 64), h.subspan_unchecked(64, 64),
+                                                       h.subspan_unchecked(128, 8)};
+    auto refused = copy_many(dsts, srcs, s);
+    REQUIRE_FALSE(refused);
+    CHECK(refused.error().code() == errc::overlap);
+    CHECK(contains(refused.error(), "copy_many: the destinations of pieces 0 and 1 overlap"));
+  }
+  {
+    INFO("a source that is another piece's destination");
+    std::vector<device_span<unsigned char>> dsts{d.subspan_unchecked(0, 64), d.subspan_unchecked(64, 64)};
+    std::vector<device_span<const unsigned char>> srcs{d.subspan_unchecked(1024, 64), d.subspan_unchecked(0, 64)};
+    auto refused = copy_many(dsts, srcs, s);
+    REQUIRE_FALSE(refused);
+    CHECK(refused.error().code() == errc::overlap);
+    CHECK(contains(refused.error(), "copy_many: the destination of piece 0 overlaps the source of piece 1"));
+  }
+  {
+    INFO("extents that differ, and a null piece");
+    std::vector<device_span<unsigned char>> dsts{d.subspan_unchecked(0, 64), d.subspan_unchecked(64, 64)};
+    std::vector<pinned_span<const unsigned char>> srcs{h.subspan_unchecked(0, 64), h.subspan_unchecked(64, 63)};
+    auto refused = copy_many(dsts, srcs, s);
+    REQUIRE_FALSE(refused);
+    CHECK(refused.error().code() == errc::extents_mismatch);
+    CHECK(contains(refused.error(), "copy_many: piece 1: "));
+    srcs[1] = pinned_span<const unsigned char>(pinned_ptr<const unsigned char>(nullptr), 64);
+    refused = copy_many(dsts, srcs, s);
+    REQUIRE_FALSE(refused);
+    CHECK(refused.error().code() == errc::invalid_argument);
+    CHECK(contains(refused.error(), "copy_many: piece 1: "));
+  }
+  REQUIRE_OK(s.synchronize());
+  untouched();
 }
 
 TEST_CASE("copy_many: large pieces, managed memory and the legacy stream", "[copy_many]") {
@@ -455,16 +564,61 @@ TEST_CASE("copy_many: halo strips of one grid, rows and columns", "[copy_many][p
       }
     CHECK(wrong == 0);
   };
-  for (const bool kernel : {true, false}) {
-    INFO((kernel ? "gather kernel" : "one 2D copy per strip"));
+  for (const int path : {0, 1, 2}) {
+    INFO((path == 0 ? "gather kernel" : path == 1 ? "cudaMemcpy3DBatchAsync" : "one 2D copy per strip"));
     dispatch_watch watch;
+    std::optional<batch_3d_watch> batch_3d;
     std::optional<without<detail::copy_many_kernel>> no_kernel;
-    if (!kernel) no_kernel.emplace();
+    std::optional<without<detail::copy_many_batch_3d>> no_batch_3d;
+    if (path >= 1) no_kernel.emplace();
+    if (path == 1) batch_3d.emplace();
+    if (path == 2) no_batch_3d.emplace();
     REQUIRE_OK(fill_bytes(grid, test::poison));
     REQUIRE_OK(copy_many(strips, s));
     REQUIRE_OK(s.synchronize());
-    CHECK(watch.taken == (kernel ? 1 : 0));
+    CHECK(watch.taken == (path == 0 ? 1 : 0));
+    if (path == 1) CHECK(batch_3d_watch::taken == (driver_batches() ? 1 : 0));
     check_halo();
+  }
+}
+
+TEST_CASE("copy_many: tiles between pinned and device memory through the 3D batch call", "[copy_many][pitched]") {
+  auto rng = seeded();
+  auto s = take(stream::create());
+  constexpr std::size_t width = 300, height = 64, tile = 50;
+  auto dev = take(device_pitched_buffer<unsigned char>::allocate(width, height));
+  auto host = take(pinned_buffer<unsigned char>::allocate(width * height));
+  const auto values = test::random_vector<unsigned char>(width * height, rng());
+  std::memcpy(host.data().get(), values.data(), values.size());
+  // Tiles of `tile` x `tile` bytes, every other one, from the pinned image (pitch `width`) into the pitched buffer.
+  std::vector<std::pair<device_pitched_span<unsigned char>, pinned_pitched_span<const unsigned char>>> tiles;
+  const auto image = make_pitched(std::as_const(host).data(), width, height, width);
+  REQUIRE_OK(image);
+  for (std::size_t c = 0; c + tile <= width; c += 2 * tile)
+    tiles.emplace_back(dev.view().subspan_unchecked(0, c, tile, tile),
+                       image->subspan_unchecked(height - tile, c, tile, tile));
+  for (const bool batch : {true, false}) {
+    INFO((batch ? "cudaMemcpy3DBatchAsync" : "one 2D copy per tile"));
+    without<detail::copy_many_kernel> no_kernel;
+    std::optional<batch_3d_watch> watch;
+    std::optional<without<detail::copy_many_batch_3d>> no_batch_3d;
+    if (batch) watch.emplace();
+    else no_batch_3d.emplace();
+    REQUIRE_OK(fill_bytes(dev, test::poison));
+    REQUIRE_OK(copy_many(tiles, s));
+    REQUIRE_OK(s.synchronize());
+    if (batch) CHECK(batch_3d_watch::taken == (driver_batches() ? 1 : 0));
+    std::vector<unsigned char> back(width * height);
+    REQUIRE(cudaMemcpy2D(back.data(), width, dev.data().get(), dev.pitch_bytes(), width, height,
+                         cudaMemcpyDeviceToHost) == cudaSuccess);
+    std::size_t wrong = 0;
+    for (std::size_t r = 0; r < height; ++r)
+      for (std::size_t c = 0; c < width; ++c) {
+        const bool in_tile = r < tile && (c / tile) % 2 == 0 && (c / tile) * tile + tile <= width;
+        const unsigned char want = in_tile ? values[(height - tile + r) * width + c] : test::poison;
+        if (back[r * width + c] != want) ++wrong;
+      }
+    CHECK(wrong == 0);
   }
 }
 
