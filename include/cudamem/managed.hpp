@@ -137,7 +137,7 @@ template <class T>
   return prefetch(b.view(), to, s);
 }
 template <class T>
-status prefetch(const managed_buffer<T>&&, memory_location, stream_ref) = delete;  // keep the buffer in a variable
+status prefetch(const managed_buffer<T>&&, memory_location, stream_ref) = delete;  // keep the managed buffer alive
 
 /// Tells the driver how `view` will be used (cudaMemAdvise): `at` is the location the advice names (ignored by
 /// read_mostly, unset_read_mostly and unset_preferred_location). Synchronous. Errors: as prefetch, CUDA errors.

@@ -48,10 +48,10 @@ constexpr std::size_t words_per_mib = mib / sizeof(std::uint32_t);
 }  // namespace
 
 TEST_CASE("growable_buffer: the address stays and the data survives every growth", "[growable]") {
-  auto g = take(growable_buffer<std::uint32_t>::create(1024 * words_per_mib));  // 1 GiB reserved
+  auto g = take(growable_buffer<std::uint32_t>::create(256 * words_per_mib));  // 256 MiB reserved
   CHECK(g.size() == 0);
   CHECK(g.capacity() == 0);
-  CHECK(g.max_size() >= 1024 * words_per_mib);
+  CHECK(g.max_size() >= 256 * words_per_mib);
   CHECK(g.granularity() > 0);
   REQUIRE_OK(g.grow(3 * words_per_mib + 5));
   const device_ptr<std::uint32_t> first = g.data();
@@ -59,7 +59,7 @@ TEST_CASE("growable_buffer: the address stays and the data survives every growth
   const device_span<std::uint32_t> early = g.view();  // taken before growth, used after it
   write_index<<<256, 256>>>(early, 7);
   REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
-  for (std::size_t size : {8 * words_per_mib, 8 * words_per_mib + 1, 100 * words_per_mib, 1024 * words_per_mib}) {
+  for (std::size_t size : {8 * words_per_mib, 8 * words_per_mib + 1, 100 * words_per_mib, 256 * words_per_mib}) {
     CAPTURE(size);
     REQUIRE_OK(g.grow(size));
     CHECK(g.data() == first);
@@ -67,8 +67,8 @@ TEST_CASE("growable_buffer: the address stays and the data survives every growth
     CHECK(g.capacity() >= size);
     CHECK(g.capacity() * sizeof(std::uint32_t) % g.granularity() == 0);
   }
-  const auto back = test::read_back(device_span<const std::uint32_t>(g.view()));
-  std::vector<std::uint32_t> old_part(back.begin(), back.begin() + static_cast<std::ptrdiff_t>(early.size()));
+  // Only what was written is read (the rest is uninitialized, and compute-sanitizer's initcheck would say so).
+  const auto old_part = test::read_back(device_span<const std::uint32_t>(g.view().first(early.size()).value()));
   CHECK(first_mismatch(old_part, 7) == early.size());
   write_index<<<1024, 256>>>(early, 9);  // the early span still addresses the first elements
   write_index<<<1024, 256>>>(g.view().subspan(0, g.size()).value(), 11);
@@ -84,12 +84,16 @@ TEST_CASE("growable_buffer grows while a kernel still reads the old extent, with
   REQUIRE_OK(g.grow(16 * words_per_mib));
   write_index<<<512, 256, 0, s.get()>>>(g.view(), 3);
   copy_after_delay<<<512, 256, 0, s.get()>>>(out.view(), g.view(), 300'000'000ull);  // 300 ms
+  const bool running = !take(s.ref().ready());  // a tool that makes launches synchronous runs it to the end here
   const auto start = std::chrono::steady_clock::now();
   for (std::size_t mb = 32; mb <= 512; mb += 32) REQUIRE_OK(g.grow(mb * words_per_mib));
   const auto took = std::chrono::steady_clock::now() - start;
-  // Growth did not wait for the kernel: it is still running when growth returns.
-  CHECK(!take(s.ref().ready()));
-  CHECK(took < std::chrono::milliseconds(300));
+  if (running) {  // growth did not wait for the kernel: it is still running when growth returns
+    CHECK(!take(s.ref().ready()));
+    CHECK(took < std::chrono::milliseconds(300));
+  } else {
+    WARN("the kernel finished before growth began (synchronous launches): the overlap is not observed");
+  }
   write_index<<<512, 256, 0, s.get()>>>(g.view().last(g.size() - 16 * words_per_mib).value(), 5);
   REQUIRE_OK(s.synchronize());
   CHECK(first_mismatch(test::read_back(device_span<const std::uint32_t>(out.view())), 3) == out.size());
