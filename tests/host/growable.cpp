@@ -34,6 +34,7 @@ static_assert(sizeof(CUmemLocationType) == sizeof(int) && sizeof(CUmemAccess_fla
 static_assert(detail::vmm_allocation_pinned == CU_MEM_ALLOCATION_TYPE_PINNED &&
               detail::vmm_location_device == CU_MEM_LOCATION_TYPE_DEVICE &&
               detail::vmm_access_read_write == CU_MEM_ACCESS_FLAGS_PROT_READWRITE &&
+              detail::vmm_access_none == CU_MEM_ACCESS_FLAGS_PROT_NONE &&
               detail::vmm_handle_none == CU_MEM_HANDLE_TYPE_NONE &&
               detail::vmm_handle_posix_fd == CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR &&
               detail::vmm_granularity_recommended == CU_MEM_ALLOC_GRANULARITY_RECOMMENDED &&
@@ -128,13 +129,17 @@ cudaError_t fake_set_access(unsigned long long p, std::size_t bytes, const detai
                             std::size_t count) {
   if (drv.take_failure("cuMemSetAccess")) return cudaErrorInvalidDevice;
   if (!drv.whole_mappings(p, bytes)) return cudaErrorInvalidValue;
-  unsigned long long bits = 0;
-  for (std::size_t i = 0; i < count; ++i) {
-    if (descs[i].location.type != detail::vmm_location_device || descs[i].flags != detail::vmm_access_read_write)
+  for (std::size_t i = 0; i < count; ++i)
+    if (descs[i].location.type != detail::vmm_location_device ||
+        (descs[i].flags != detail::vmm_access_read_write && descs[i].flags != detail::vmm_access_none))
       return cudaErrorInvalidValue;
-    bits |= 1ull << descs[i].location.id;
-  }
-  for (unsigned long long at = p; at < p + bytes; at += drv.mappings[at].bytes) drv.mappings[at].access = bits;
+  // As the driver: each device named gets its flags; devices not named keep theirs.
+  for (unsigned long long at = p; at < p + bytes; at += drv.mappings[at].bytes)
+    for (std::size_t i = 0; i < count; ++i) {
+      const unsigned long long bit = 1ull << descs[i].location.id;
+      auto& access = drv.mappings[at].access;
+      access = descs[i].flags == detail::vmm_access_read_write ? access | bit : access & ~bit;
+    }
   return cudaSuccess;
 }
 cudaError_t fake_granularity(std::size_t* g, const detail::vmm_allocation_prop*, int option) {

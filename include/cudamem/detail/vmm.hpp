@@ -38,6 +38,7 @@ struct vmm_access_desc {  // CUmemAccessDesc
 inline constexpr int vmm_allocation_pinned = 1;     // CU_MEM_ALLOCATION_TYPE_PINNED
 inline constexpr int vmm_location_device = 1;       // CU_MEM_LOCATION_TYPE_DEVICE
 inline constexpr int vmm_access_read_write = 3;     // CU_MEM_ACCESS_FLAGS_PROT_READWRITE
+inline constexpr int vmm_access_none = 0;           // CU_MEM_ACCESS_FLAGS_PROT_NONE
 inline constexpr int vmm_handle_none = 0;           // CU_MEM_HANDLE_TYPE_NONE
 inline constexpr int vmm_handle_posix_fd = 1;       // CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR
 inline constexpr int vmm_granularity_recommended = 1;  // CU_MEM_ALLOC_GRANULARITY_RECOMMENDED
@@ -166,7 +167,7 @@ class vmm_range {
     if (accessors != accessors_) CUDAMEM_TRY(set_access(0, mapped_, accessors, api));  // the mapped part first
     if (*whole > mapped_) {
       if (const status grown = add_chunk(*whole - mapped_, accessors, api); !grown) {
-        if (accessors != accessors_) (void)set_access(0, mapped_, accessors_, api);  // cannot fail where it succeeded
+        if (accessors != accessors_) (void)set_access(0, mapped_, 0, api, more & ~accessors_);  // revoke the new
         return grown;
       }
     }
@@ -212,13 +213,17 @@ class vmm_range {
     prop.location = {vmm_location_device, device_};
     return prop;
   }
-  // One descriptor per accessor: read-write for each bit set.
-  status set_access(std::size_t offset, std::size_t bytes, unsigned long long accessors, const char* api) noexcept {
+  // Read-write for each device in `accessors`, none for each in `revoked`; the driver leaves devices not named as
+  // they were.
+  status set_access(std::size_t offset, std::size_t bytes, unsigned long long accessors, const char* api,
+                    unsigned long long revoked = 0) noexcept {
     if (bytes == 0) return {};
     vmm_access_desc descs[64];
     std::size_t count = 0;
-    for (int d = 0; d < 64; ++d)
+    for (int d = 0; d < 64; ++d) {
       if ((accessors >> d) & 1u) descs[count++] = {{vmm_location_device, d}, vmm_access_read_write};
+      else if ((revoked >> d) & 1u) descs[count++] = {{vmm_location_device, d}, vmm_access_none};
+    }
     return check(calls_->set_access(base_ + offset, bytes, descs, count), api, "cuMemSetAccess");
   }
   status add_chunk(std::size_t bytes, unsigned long long accessors, const char* api) noexcept {
