@@ -102,6 +102,7 @@ class growable_buffer {
     return make(max_size, *id, s, options);
   }
 
+  /// Takes over the memory of `other`, leaving it empty.
   growable_buffer(growable_buffer&& other) noexcept
       : range_(static_cast<detail::vmm_range&&>(other.range_)),
         size_(other.size_),

@@ -3,7 +3,7 @@
 /// `host_pool_resource`: a stream-ordered memory pool of page-locked host memory (cudaMemPoolCreate at a host
 /// location, or at one host NUMA node), as a resource of kind pinned: pinned buffers allocated and freed in stream
 /// order, without cudaMallocHost's synchronization. Where the driver has no host pools: errc::not_supported.
-/// Not in the umbrella header: include <cudamem/host_pool.hpp>. Guide: docs/allocators.md#host-located-pools.
+/// Not in the umbrella header: include <cudamem/host_pool.hpp>. Guide: docs/allocators.md, "Host-located pools".
 ///
 ///     host_pool_resource::create([memory_location::host() | host_numa(n)] [, device_id reader])  result<...>
 ///       allocate(stream_ref, bytes, alignment) -> result<void*>   cudaMallocFromPoolAsync, stream-ordered

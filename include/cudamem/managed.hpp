@@ -3,7 +3,7 @@
 /// Managed memory under control: typed prefetch and advice on managed spans and buffers, to a device, the host or a
 /// host NUMA node, and batched prefetch (CUDA 13's cudaMemPrefetchBatchAsync, cudaMemDiscardAndPrefetchBatchAsync;
 /// a loop of prefetches with CUDA 12). The same code compiles against the CUDA 12.x and 13.x headers.
-/// Not in the umbrella header: include <cudamem/managed.hpp>. Guide: docs/kinds.md#managed-memory-under-control.
+/// Not in the umbrella header: include <cudamem/managed.hpp>. Guide: docs/kinds.md, "Managed memory under control".
 ///
 ///     prefetch(view, memory_location, stream)          stream-ordered; view: span<T, managed> or managed_buffer
 ///     advise(view, managed_advice, memory_location)    synchronous
