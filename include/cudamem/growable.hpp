@@ -155,8 +155,8 @@ class growable_buffer {
     constexpr const char* api = "growable_buffer::shrink_to_fit";
     CUDAMEM_TRY(check_usable(api));
     if (capacity_bytes() == 0) return {};
-    auto current = device_guard::set(device_);
-    if (!current) return current.error().with_api(api);
+    auto bound = bind(device_, api);
+    if (!bound) return bound.error();
     if (const status waited = stream_.synchronize(); !waited) return waited.error().with_api(api);
     detail::relaxed_capture_scope relaxed;
     return range_.unmap_past(size_ * sizeof(T), api);
@@ -223,6 +223,8 @@ class growable_buffer {
       if (!fd) return fd.error();
       if (!*fd) return error(errc::not_supported, api_create, "device %d cannot export memory as a POSIX fd", id.get());
     }
+    auto bound = bind(id, api_create);
+    if (!bound) return bound.error();
     detail::relaxed_capture_scope relaxed;
     auto range = detail::vmm_range::reserve(calls, id.get(), *bytes, detail::vmm_handle_of(options.handle), api_create);
     if (!range) return range.error();
@@ -232,6 +234,14 @@ class growable_buffer {
     made.stream_ = s;
     if (auto access = made.ensure_mapped(0, api_create); !access) return access.error();
     return made;
+  }
+  // The device current, its primary context bound to this thread (the driver's VMM calls need one; cudaSetDevice makes
+  // and binds it even where the device was nominally current already); the previous device comes back after.
+  static result<device_guard> bind(device_id id, const char* api) noexcept {
+    auto current = device_guard::set(id);
+    if (!current) return current.error().with_api(api);
+    CUDAMEM_TRY(detail::check(cudaSetDevice(id.get()), api, "cudaSetDevice"));
+    return current;
   }
   status check_usable(const char* api) const noexcept {
     if (range_.base() == 0) return error(errc::invalid_argument, api, "the growable buffer is empty or moved from");
@@ -245,6 +255,8 @@ class growable_buffer {
                    max_size(), range_.reserved());
     const unsigned long long more = detail::guarded_accessors(device_) & ~range_.accessors();
     if (count * sizeof(T) <= range_.mapped() && more == 0) return {};  // the common case: no driver call
+    auto bound = bind(device_, api);
+    if (!bound) return bound.error();
     detail::relaxed_capture_scope relaxed;
     return range_.map_to(count * sizeof(T), more, api);
   }
@@ -252,10 +264,8 @@ class growable_buffer {
   std::size_t capacity_bytes() const noexcept { return range_.mapped(); }
   void settle() noexcept {
     if (range_.base() == 0) return;
-    if (capacity_bytes() != 0) {
-      auto current = device_guard::set(device_);
-      if (current) (void)stream_.synchronize();  // capturing: nothing to wait for that the library may wait on
-    }
+    auto bound = bind(device_, "growable_buffer::~growable_buffer");  // failed: unmap anyway
+    if (bound && capacity_bytes() != 0) (void)stream_.synchronize();  // capturing: it may not be waited on
     detail::relaxed_capture_scope relaxed;
     range_ = detail::vmm_range();
     size_ = 0;
