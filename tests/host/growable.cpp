@@ -418,3 +418,24 @@ TEST_CASE("the registry names the accessors holding guards to an owner", "[growa
   CHECK(table.accessors_of(device_id(-1)) == 0);
   CHECK(table.accessors_of(device_id(64)) == 0);
 }
+
+TEST_CASE("with no device, growable buffers fail cleanly, naming the call", "[no_device]") {
+  auto refused = [](const result<growable_buffer<float>>& made) {
+    REQUIRE_FALSE(made);
+    INFO(made.error().message());
+    CHECK(made.error().code() == errc::cuda);
+    CHECK(std::string(made.error().message()).rfind("growable_buffer::create", 0) == 0);
+  };
+  refused(growable_buffer<float>::create(1000));
+  refused(growable_buffer<float>::create(1000, device_id(0)));
+  refused(growable_buffer<float>::create(1000, stream_ref::legacy()));
+  growable_buffer<float> empty;  // nothing reserved: every call refuses, the destructor does nothing
+  CHECK(empty.grow(1).error() == errc::invalid_argument);
+  CHECK(empty.reserve(1).error() == errc::invalid_argument);
+  CHECK(empty.shrink_to_fit().error() == errc::invalid_argument);
+  CHECK(empty.refresh_peer_access().error() == errc::invalid_argument);
+  CHECK(empty.max_size() == 0);
+  CHECK(empty.capacity() == 0);
+  CHECK(empty.chunks().size() == 0);
+  CHECK(!empty.accessible_from(device_id(0)));
+}

@@ -79,3 +79,24 @@ TEST_CASE("a host pool refuses a device location and host_numa_current before as
   REQUIRE(!current);
   CHECK(current.error() == errc::invalid_argument);
 }
+
+TEST_CASE("with no device, prefetch, advice and host pools fail cleanly, naming the call", "[no_device]") {
+  float fake[4] = {};
+  const span<float, managed> view(managed_ptr<float>(fake, device_id(0)), 4);
+  const auto to_device = memory_location::device(device_id(0));
+  auto prefetched = prefetch(view, to_device, stream_ref());
+  REQUIRE_FALSE(prefetched);
+  CHECK(std::string(prefetched.error().message()).rfind("prefetch", 0) == 0);
+  auto advised = advise(view, managed_advice::accessed_by, to_device);
+  REQUIRE_FALSE(advised);
+  CHECK(std::string(advised.error().message()).rfind("advise", 0) == 0);
+  auto many = prefetch_many(&view, 1, to_device, stream_ref());
+  REQUIRE_FALSE(many);
+  CHECK(std::string(many.error().message()).rfind("prefetch_many", 0) == 0);
+  auto refused = [](const result<host_pool_resource>& made) {
+    REQUIRE_FALSE(made);
+    CHECK(std::string(made.error().message()).rfind("host_pool_resource::create", 0) == 0);
+  };
+  refused(host_pool_resource::create());
+  refused(host_pool_resource::create(memory_location::host(), device_id(0)));
+}
