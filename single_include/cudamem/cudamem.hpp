@@ -340,19 +340,23 @@ struct driver_calls {
   cudaError_t (*mem_get_address_range)(unsigned long long*, std::size_t*, unsigned long long) = nullptr;
 };
 
+/// Sets `f` to the driver's entry point `name` (the CUDA 12.0 version of it), leaving it null where the driver lacks
+/// it; `per_thread`: the per-thread-default-stream flavour. Leaves CUDA's last-error slot to the caller.
+template <class F>
+void load_driver_entry(const char* name, F& f, bool per_thread = false) noexcept {
+  void* p = nullptr;
+  cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
+  const unsigned long long flags = per_thread ? cudaEnablePerThreadDefaultStream : cudaEnableDefault;
+  if (cudaGetDriverEntryPointByVersion(name, &p, 12000, flags, &found) == cudaSuccess &&
+      found == cudaDriverEntryPointSuccess)
+    f = reinterpret_cast<F>(p);
+}
 // One table per default-stream flavour; out of line, so that driver_table() inlines to the check of its guard.
 template <bool PerThread>
 [[gnu::noinline]] driver_calls load_driver_table() noexcept {
   driver_calls t;
   const cudaError_t earlier = cudaPeekAtLastError();
-  auto load = [](const char* name, auto& f) {
-    void* p = nullptr;
-    cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
-    const unsigned long long flags = PerThread ? cudaEnablePerThreadDefaultStream : cudaEnableDefault;
-    if (cudaGetDriverEntryPointByVersion(name, &p, 12000, flags, &found) == cudaSuccess &&
-        found == cudaDriverEntryPointSuccess)
-      f = reinterpret_cast<std::remove_reference_t<decltype(f)>>(p);
-  };
+  auto load = [](const char* name, auto& f) { load_driver_entry(name, f, PerThread); };
   load("cuStreamIsCapturing", t.stream_is_capturing);
   load("cuStreamGetId", t.stream_get_id);
   load("cuThreadExchangeStreamCaptureMode", t.exchange_capture_mode);
@@ -3166,6 +3170,15 @@ struct CUDAMEM_DETAIL_PROCESS_WIDE peer_table {
     if (!in_table(accessor) || !in_table(owner)) return 0;
     const lock_guard<mutex> hold(lock_);
     return entries_[accessor.get()][owner.get()].guards;
+  }
+  /// The accessors holding a guard for `owner` now, one bit per ordinal (bit a: a guard for (a, owner) is held).
+  unsigned long long accessors_of(device_id owner) noexcept {
+    if (!in_table(owner)) return 0;
+    const lock_guard<mutex> hold(lock_);
+    unsigned long long bits = 0;
+    for (int a = 0; a < max_devices; ++a)
+      if (entries_[a][owner.get()].guards > 0) bits |= 1ull << a;
+    return bits;
   }
   static bool in_table(device_id id) noexcept { return id.get() >= 0 && id.get() < max_devices; }
 

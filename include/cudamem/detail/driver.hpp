@@ -22,19 +22,23 @@ struct driver_calls {
   cudaError_t (*mem_get_address_range)(unsigned long long*, std::size_t*, unsigned long long) = nullptr;
 };
 
+/// Sets `f` to the driver's entry point `name` (the CUDA 12.0 version of it), leaving it null where the driver lacks
+/// it; `per_thread`: the per-thread-default-stream flavour. Leaves CUDA's last-error slot to the caller.
+template <class F>
+void load_driver_entry(const char* name, F& f, bool per_thread = false) noexcept {
+  void* p = nullptr;
+  cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
+  const unsigned long long flags = per_thread ? cudaEnablePerThreadDefaultStream : cudaEnableDefault;
+  if (cudaGetDriverEntryPointByVersion(name, &p, 12000, flags, &found) == cudaSuccess &&
+      found == cudaDriverEntryPointSuccess)
+    f = reinterpret_cast<F>(p);
+}
 // One table per default-stream flavour; out of line, so that driver_table() inlines to the check of its guard.
 template <bool PerThread>
 [[gnu::noinline]] driver_calls load_driver_table() noexcept {
   driver_calls t;
   const cudaError_t earlier = cudaPeekAtLastError();
-  auto load = [](const char* name, auto& f) {
-    void* p = nullptr;
-    cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
-    const unsigned long long flags = PerThread ? cudaEnablePerThreadDefaultStream : cudaEnableDefault;
-    if (cudaGetDriverEntryPointByVersion(name, &p, 12000, flags, &found) == cudaSuccess &&
-        found == cudaDriverEntryPointSuccess)
-      f = reinterpret_cast<std::remove_reference_t<decltype(f)>>(p);
-  };
+  auto load = [](const char* name, auto& f) { load_driver_entry(name, f, PerThread); };
   load("cuStreamIsCapturing", t.stream_is_capturing);
   load("cuStreamGetId", t.stream_get_id);
   load("cuThreadExchangeStreamCaptureMode", t.exchange_capture_mode);

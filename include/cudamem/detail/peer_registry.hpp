@@ -50,6 +50,15 @@ struct CUDAMEM_DETAIL_PROCESS_WIDE peer_table {
     const lock_guard<mutex> hold(lock_);
     return entries_[accessor.get()][owner.get()].guards;
   }
+  /// The accessors holding a guard for `owner` now, one bit per ordinal (bit a: a guard for (a, owner) is held).
+  unsigned long long accessors_of(device_id owner) noexcept {
+    if (!in_table(owner)) return 0;
+    const lock_guard<mutex> hold(lock_);
+    unsigned long long bits = 0;
+    for (int a = 0; a < max_devices; ++a)
+      if (entries_[a][owner.get()].guards > 0) bits |= 1ull << a;
+    return bits;
+  }
   static bool in_table(device_id id) noexcept { return id.get() >= 0 && id.get() < max_devices; }
 
  private:
