@@ -265,19 +265,32 @@ inline bool driver_has_batch_copy() noexcept {
   }();
   return has;
 }
-/// Enqueues a batch of contiguous copies between pinned memory and device memory of the stream's device (not pinned
-/// to pinned) with one cudaMemcpyBatchAsync, or returns false, enqueuing nothing: an older driver, a default stream
-/// (which it refuses), a capture (it has no graph node, and a capture would end without the copies), other pieces.
-/// A non-sticky refusal is cleared and answered false: the loop then copies every piece, which is safe even if
-/// some were enqueued, since no destination is any piece's source.
-inline result<bool> copy_many_batch_call(const batch_list& l, stream_ref s, const char* api) noexcept {
+/// Whether a batch call may take `l` on `s`: pieces of the kind it copies (`pitched`: with rows, else without), each
+/// side pinned or device memory of the stream's device, a driver that has the calls, a stream that is neither a
+/// default stream (which they refuse) nor capturing (they have no graph node: a capture would end without the copies).
+inline bool batch_call_takes(const batch_list& l, stream_ref s, bool pitched) noexcept {
   const cudaStream_t handle = s.get();
-  if (l.rows != nullptr || !l.on_launch_device || handle == nullptr || handle == cudaStreamLegacy ||
+  if ((l.rows != nullptr) != pitched || !l.on_launch_device || handle == nullptr || handle == cudaStreamLegacy ||
       handle == cudaStreamPerThread || !driver_has_batch_copy())
     return false;
   cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
   if (stream_capture_status(handle, &capture) != cudaSuccess) return (void)cudaGetLastError(), false;
-  if (capture != cudaStreamCaptureStatusNone) return false;
+  return capture == cudaStreamCaptureStatusNone;
+}
+/// What a batch call's status means for the dispatch: taken, a sticky error, or (cleared) declined.
+inline result<bool> batch_call_outcome(cudaError_t code, const char* api, const char* call) noexcept {
+  if (code == cudaSuccess) return true;
+  if (error::is_sticky_status(code)) return error(code, api, call);
+  (void)cudaGetLastError();
+  return false;
+}
+/// Enqueues a batch of contiguous copies between pinned memory and device memory of the stream's device (not pinned
+/// to pinned) with one cudaMemcpyBatchAsync, or returns false, enqueuing nothing, where batch_call_takes says no.
+/// A non-sticky refusal is cleared and answered false: the loop then copies every piece, which is safe even if
+/// some were enqueued, since no destination is any piece's source.
+inline result<bool> copy_many_batch_call(const batch_list& l, stream_ref s, const char* api) noexcept {
+  if (!batch_call_takes(l, s, false)) return false;
+  const cudaStream_t handle = s.get();
   auto guard = device_guard::set(l.launch);
   if (!guard) return guard.error().with_api(api);
   cudaMemcpyAttributes attributes{};
@@ -291,10 +304,7 @@ inline result<bool> copy_many_batch_call(const batch_list& l, stream_ref s, cons
   const cudaError_t code = cudaMemcpyBatchAsync(l.dst, const_cast<void**>(l.src), l.row_bytes, l.count, &attributes,
                                                 &attribute_of_first, 1, &failed, handle);
 #endif
-  if (code == cudaSuccess) return true;
-  if (error::is_sticky_status(code)) return error(code, api, "cudaMemcpyBatchAsync");
-  (void)cudaGetLastError();
-  return false;
+  return batch_call_outcome(code, api, "cudaMemcpyBatchAsync");
 }
 /// The batch call, where the runtime has it.
 inline batch_dispatch copy_many_batch = &copy_many_batch_call;
@@ -303,13 +313,8 @@ inline batch_dispatch copy_many_batch = &copy_many_batch_call;
 /// stream's device with one cudaMemcpy3DBatchAsync (pointer operands: widths in bytes, each piece one layer), or
 /// returns false, enqueuing nothing, where copy_many_batch_call would.
 inline result<bool> copy_many_batch_3d_call(const batch_list& l, stream_ref s, const char* api) noexcept {
+  if (!batch_call_takes(l, s, true)) return false;
   const cudaStream_t handle = s.get();
-  if (l.rows == nullptr || !l.on_launch_device || handle == nullptr || handle == cudaStreamLegacy ||
-      handle == cudaStreamPerThread || !driver_has_batch_copy())
-    return false;
-  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-  if (stream_capture_status(handle, &capture) != cudaSuccess) return (void)cudaGetLastError(), false;
-  if (capture != cudaStreamCaptureStatusNone) return false;
   thread_local std::vector<cudaMemcpy3DBatchOp> ops;
   ops.clear();
   ops.reserve(l.count);
@@ -335,10 +340,7 @@ inline result<bool> copy_many_batch_3d_call(const batch_list& l, stream_ref s, c
   std::size_t failed = 0;
   const cudaError_t code = cudaMemcpy3DBatchAsync(ops.size(), ops.data(), &failed, 0, handle);
 #endif
-  if (code == cudaSuccess) return true;
-  if (error::is_sticky_status(code)) return error(code, api, "cudaMemcpy3DBatchAsync");
-  (void)cudaGetLastError();
-  return false;
+  return batch_call_outcome(code, api, "cudaMemcpy3DBatchAsync");
 }
 /// The 3D batch call, where the runtime has it.
 inline batch_dispatch copy_many_batch_3d = &copy_many_batch_3d_call;

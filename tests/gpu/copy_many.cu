@@ -56,6 +56,20 @@ struct without {
   without(const without&) = delete;
   without& operator=(const without&) = delete;
 };
+// A batch steered to one dispatch while it lives: 0 the gather kernel, 1 the batch call, 2 one copy per piece (the
+// dispatches before it switched off), that dispatch's batches counted.
+struct steered {
+  std::optional<without<detail::copy_many_kernel>> no_kernel;
+  std::optional<without<detail::copy_many_batch>> no_batch_call;
+  std::optional<dispatch_watch> kernel;
+  std::optional<batch_call_watch> batch_call;
+  explicit steered(int path) {
+    if (path >= 1) no_kernel.emplace();
+    if (path == 2) no_batch_call.emplace();
+    if (path == 0) kernel.emplace();
+    if (path == 1) batch_call.emplace();
+  }
+};
 // Whether the driver offers cudaMemcpyBatchAsync (CUDA 12.8 and later), as the driver itself answers.
 bool driver_batches() {
   int version = 0;
@@ -184,14 +198,7 @@ TEST_CASE("copy_many: pinned to device and back through every dispatch", "[copy_
   const bool batches = driver_batches();
   for (const int path : {0, 1, 2}) {
     INFO((path == 0 ? "gather kernel" : path == 1 ? "cudaMemcpyBatchAsync" : "one copy per piece"));
-    std::optional<without<detail::copy_many_kernel>> no_kernel;
-    std::optional<without<detail::copy_many_batch>> no_batch_call;
-    if (path >= 1) no_kernel.emplace();
-    if (path == 2) no_batch_call.emplace();
-    std::optional<dispatch_watch> kernel;
-    std::optional<batch_call_watch> batch_call;
-    if (path == 0) kernel.emplace();
-    if (path == 1) batch_call.emplace();
+    const steered to(path);
     const std::size_t count = std::uniform_int_distribution<std::size_t>(50, 3000)(rng);
     byte_batch<device, pinned> in(rng, count, 300);
     in.run(s);
@@ -210,14 +217,7 @@ TEST_CASE("copy_many: destinations in address order (the one-pass check) through
   const bool batches = driver_batches();
   for (const int path : {0, 1, 2}) {
     INFO((path == 0 ? "gather kernel" : path == 1 ? "cudaMemcpyBatchAsync" : "one copy per piece"));
-    std::optional<without<detail::copy_many_kernel>> no_kernel;
-    std::optional<without<detail::copy_many_batch>> no_batch_call;
-    if (path >= 1) no_kernel.emplace();
-    if (path == 2) no_batch_call.emplace();
-    std::optional<dispatch_watch> kernel;
-    std::optional<batch_call_watch> batch_call;
-    if (path == 0) kernel.emplace();
-    if (path == 1) batch_call.emplace();
+    const steered to(path);
     int several = 0;
     for (const std::size_t granule : {1, 4, 16}) {
       const std::size_t count = std::uniform_int_distribution<std::size_t>(2, 3000)(rng);
