@@ -102,6 +102,7 @@ class ipc_descriptor {
   /// The exporter's device ordinal, in the exporter's numbering (CUDA_VISIBLE_DEVICES may differ here).
   [[nodiscard]] int device_ordinal() const noexcept { return fields_.device; }
   [[nodiscard]] unsigned exporter_pid() const noexcept { return fields_.pid; }  ///< The exporting process's id.
+  /// Its `size` bytes, to send.
   [[nodiscard]] const std::byte* data() const noexcept { return reinterpret_cast<const std::byte*>(&fields_); }
   /// Equal when every byte is.
   friend bool operator==(const ipc_descriptor& a, const ipc_descriptor& b) noexcept {
