@@ -15,6 +15,8 @@
 #include <cstdint>
 #include <cstring>
 #include <string>
+#include <type_traits>
+#include <utility>
 
 using namespace cudamem;
 
@@ -58,6 +60,15 @@ int in_child(Body body) {
   while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
+
+// An import is an owner of device memory: copies take it, its views have the imported type (const stays const), and
+// the pool is a memory resource.
+static_assert(viewable<ipc_memory<float>> && ipc_memory<float>::owns_memory);
+static_assert(std::is_same_v<decltype(std::declval<ipc_memory<float>&>().view()), span<float, device>>);
+static_assert(std::is_same_v<decltype(std::declval<const ipc_memory<float>&>().view()), span<const float, device>>);
+static_assert(std::is_same_v<decltype(std::declval<ipc_memory<const int>&>().view()), span<const int, device>>);
+static_assert(memory_resource_for<ipc_pool, device> && !std::is_copy_constructible_v<ipc_memory<int>> &&
+              std::is_nothrow_move_constructible_v<ipc_memory<int>> && std::is_trivially_copyable_v<ipc_descriptor>);
 
 }  // namespace
 
