@@ -711,11 +711,13 @@ enum class errc : int {
   out_of_memory,     ///< a host allocation failed (device allocations report cudaErrorMemoryAllocation)
   capture_active,    ///< a synchronous operation would break a stream capture in progress
   nccl,              ///< NCCL returned an error; error::native_code() is its ncclResult_t
+  system,            ///< the operating system returned an error (a socket call); error::native_code() is its errno
 };
 /// The name of an errc value, such as "extents_mismatch"; "unknown" for a value outside the enum.
 [[nodiscard]] constexpr const char* to_string(errc code) noexcept {
   constexpr const char* names[] = {"cuda",    "invalid_argument", "out_of_range",  "size_overflow",  "extents_mismatch",
-                                   "overlap", "not_supported",    "out_of_memory", "capture_active", "nccl"};
+                                   "overlap", "not_supported",    "out_of_memory", "capture_active", "nccl",
+                                   "system"};
   const unsigned index = static_cast<unsigned>(code) - 1u;
   return index < sizeof names / sizeof *names ? names[index] : "unknown";
 }
@@ -725,11 +727,12 @@ enum class error_domain : unsigned char {
   library,  ///< cudamem caught it; the native code is the errc
   cuda,     ///< the CUDA runtime reported it; the native code is the cudaError_t
   nccl,     ///< NCCL reported it; the native code is the ncclResult_t
+  system,   ///< the operating system reported it; the native code is the errno
 };
-/// "library", "cuda", "nccl", "unknown"
+/// "library", "cuda", "nccl", "system", "unknown"
 [[nodiscard]] constexpr const char* to_string(error_domain domain) noexcept {
-  constexpr const char* names[] = {"library", "cuda", "nccl"};
-  return static_cast<unsigned>(domain) < 3u ? names[static_cast<unsigned>(domain)] : "unknown";
+  constexpr const char* names[] = {"library", "cuda", "nccl", "system"};
+  return static_cast<unsigned>(domain) < 4u ? names[static_cast<unsigned>(domain)] : "unknown";
 }
 
 /// What went wrong: who reported it, its code, the failed call and a one-line message. Trivially copyable.
@@ -743,14 +746,20 @@ class error {
               cudaGetErrorString(status)) {}
   /// Misuse caught by the library function `api` (null reads "cudamem"), described printf-style.
   [[gnu::format(printf, 4, 5), gnu::cold]] error(errc code, const char* api, const char* fmt, ...) noexcept;
-  /// An error another library (NCCL) reported from `call` in `api`: "api: call: name: description" (null: left out).
+  /// An error another library (NCCL) or the system reported from `call` in `api`: "api: call: name: description" (null:
+  /// left out).
   [[gnu::cold]] error(error_domain domain, int native_code, const char* api, const char* call, const char* name,
                       const char* description) noexcept;
   [[nodiscard]] error_domain domain() const noexcept { return domain_; }  ///< Who reported it: library, cuda, nccl.
   [[nodiscard]] int native_code() const noexcept { return native_; }  ///< Its cudaError_t, ncclResult_t or errc.
-  /// errc::cuda, errc::nccl, or what cudamem caught (the native code).
+  /// errc::cuda, errc::nccl, errc::system, or what cudamem caught (the native code).
   [[nodiscard]] errc code() const noexcept {
-    return domain_ == error_domain::cuda ? errc::cuda : domain_ == error_domain::nccl ? errc::nccl : errc(native_);
+    switch (domain_) {
+      case error_domain::cuda: return errc::cuda;
+      case error_domain::nccl: return errc::nccl;
+      case error_domain::system: return errc::system;
+      default: return errc(native_);
+    }
   }
   /// The CUDA status; cudaSuccess if CUDA did not report it.
   [[nodiscard]] cudaError_t cuda_status() const noexcept {
