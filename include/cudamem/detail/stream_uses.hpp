@@ -55,8 +55,10 @@ struct cuda_use_order {
     CUDAMEM_TRY(check(code, api, "cudaStreamGetCaptureInfo"));
     return capture == cudaStreamCaptureStatusNone ? 0ull : id;
   }
-  /// An event on `device` (the current device stays), without timing.
+  /// An event on `device` (the current device stays), without timing; in relaxed capture mode, as the destroy: a
+  /// capture in progress on this thread (a use in it, a free during it) stays intact.
   static status make(marker& m, device_id device, const char* api) noexcept {
+    relaxed_capture_scope relaxed;
     auto guard = device_guard::set(device);
     if (!guard) return guard.error().with_api(api);
     return check(cudaEventCreateWithFlags(&m, cudaEventDisableTiming), api, "cudaEventCreateWithFlags");
@@ -68,7 +70,9 @@ struct cuda_use_order {
     return check(cudaStreamWaitEvent(s.get(), m, 0), api, "cudaStreamWaitEvent");
   }
   static void destroy(marker m) noexcept {
-    if (m != nullptr) check_release(cudaEventDestroy(m), "cudaEventDestroy");
+    if (m == nullptr) return;
+    relaxed_capture_scope relaxed;
+    check_release(cudaEventDestroy(m), "cudaEventDestroy");
   }
   /// Whether `m`'s last record is done; an error counts as done (nothing to report).
   static bool done(marker m) noexcept { return query_event(m) != cudaErrorNotReady; }
