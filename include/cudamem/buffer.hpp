@@ -4,13 +4,16 @@
 ///
 ///     buffer<T, Kind>::allocate(count [, device_id | stream_ref [, resource_ref<Kind>]])   result<buffer>
 ///       view(), data(), size(), size_bytes(), empty(), device(), stream(), resource(), set_stream(s)
+///       use_on(s)                          its free waits for the work queued on `s` so far (copies record theirs)
 ///       b[i], begin(), end()               host-side, host-accessible kinds only
 ///       release()                          gives up ownership: free through resource() yourself
 ///       move-only, deep-const (a const buffer views const T); no view or pointer of a temporary
 ///     device_buffer<T>, pinned_buffer<T>, host_buffer<T>, managed_buffer<T>
+///     set_stream_use_checking(on), check_stream_uses()   the checking mode of use tracking (docs/allocators.md)
 #pragma once
 
 #include <cudamem/detail/storage.hpp>
+#include <cudamem/detail/stream_uses.hpp>
 #include <cudamem/registry.hpp>
 #include <cudamem/resource.hpp>
 #include <cudamem/span.hpp>
@@ -21,7 +24,8 @@
 namespace cudamem {
 
 /// Owns `size()` uninitialized elements of kind Kind; no view or pointer of a temporary. Freed by its resource with
-/// its device current, on its stream (a default stream: its device's legacy one); failures go to the release handler.
+/// its device current, on its stream (a default stream: its device's legacy one), after the work on every other stream
+/// it was used on (use_on; stream-ordered copies and fills given the buffer); failures go to the release handler.
 template <class T, memory_kind Kind>
 class buffer {
   static_assert(std::is_trivially_copyable_v<T>,
@@ -62,7 +66,13 @@ class buffer {
   }
 
   /// Takes over the memory of `other`, leaving it empty.
-  buffer(buffer&& other) noexcept : buffer(other.data_, other.size_, other.device_, other.stream_, other.resource_) {
+  buffer(buffer&& other) noexcept
+      : data_(other.data_),
+        size_(other.size_),
+        device_(other.device_),
+        stream_(other.stream_),
+        resource_(other.resource_),
+        uses_(static_cast<detail::stream_uses&&>(other.uses_)) {
     other.forget();
   }
   /// Frees this buffer's memory, then takes over that of `other`.
@@ -74,6 +84,7 @@ class buffer {
       device_ = other.device_;
       stream_ = other.stream_;
       resource_ = other.resource_;
+      uses_ = static_cast<detail::stream_uses&&>(other.uses_);
       other.forget();
     }
     return *this;
@@ -96,8 +107,19 @@ class buffer {
   [[nodiscard]] device_id device() const noexcept { return device_; }  ///< Its device (host and pinned: host()).
   [[nodiscard]] stream_ref stream() const noexcept { return stream_; }  ///< The stream it is freed on (set_stream).
   [[nodiscard]] resource_ref<Kind> resource() const noexcept { return resource_; }  ///< The resource it came from.
-  /// Frees on `s` from now on; the caller orders `s` after the buffer's work on its old stream (an event).
+  /// Frees on `s` from now on; the caller orders `s` after the buffer's work on its old stream (an event), or calls
+  /// use_on(old stream) first.
   void set_stream(stream_ref s) noexcept { stream_ = s; }
+  /// Records that the buffer is used on `s` by the work queued there so far: its free (or release()) then waits, on
+  /// its own stream, for that work (cudaStreamWaitEvent). Call it after enqueuing the last work on `s` that touches
+  /// the buffer, such as a kernel given its view (copies and fills given the buffer itself record theirs). Costs one
+  /// event record, on `s`; nothing on its own stream. Does not synchronize. Errors: invalid_argument (moved-from
+  /// stream), capture_active (`s` captures a graph that the buffer's stream is not part of: the graph's launches, not
+  /// the capture, use the buffer), CUDA's; nothing is recorded then.
+  [[nodiscard]] status use_on(stream_ref s) const noexcept {
+    if (data_ == nullptr) return s.valid() ? status() : detail::handle_moved_from("buffer::use_on", "stream");
+    return uses_.note(stream_, s, "buffer::use_on");
+  }
 
   /// Element `i`, host-side (device memory: does not compile); checked by CUDAMEM_ASSERT in debug builds.
   T& operator[](std::size_t i) & noexcept { return host_side()[i]; }
@@ -108,13 +130,18 @@ class buffer {
   const T* end() const& noexcept { return host_side().end(); }  ///< As end(), of const elements.
 
   /// Gives up ownership: free with resource().deallocate(stream(), p, size_bytes(), alignof(T)), its device current.
+  /// stream() is made to wait for the uses recorded on other streams first, as the free would.
   [[nodiscard]] span<T, Kind> release() noexcept {
     const span<T, Kind> all = view();
+    if (data_ != nullptr) (void)uses_.join(stream_, stream_, "buffer::release");  // kept: the handler heard why
     forget();
     return all;
   }
 
  private:
+  friend struct detail::owner_access;
+  const detail::stream_uses& tracked_uses() const noexcept { return uses_; }
+
   buffer(T* data, std::size_t count, device_id id, stream_ref s, resource_ref<Kind> r) noexcept
       : data_(data), size_(count), device_(id), stream_(s), resource_(r) {}
 
@@ -150,6 +177,10 @@ class buffer {
     if (data_ == nullptr) return;
     const stream_ref on = free_stream(stream_);
     auto guard = make_current(device_, on, resource_);  // failed: free anyway, on the current device
+    if (!uses_.join(stream_, on, "buffer::free")) [[unlikely]] {  // the release handler heard why it stays
+      forget();
+      return;
+    }
     resource_.deallocate(on, data_, size_bytes(), alignof(T));
     forget();
   }
@@ -180,6 +211,7 @@ class buffer {
   device_id device_ = device_id::host();
   stream_ref stream_;
   resource_ref<Kind> resource_ = default_resource<Kind>();
+  detail::stream_uses uses_;  // one pointer, null while used on its own stream only
 };
 
 template <class T>
@@ -190,5 +222,19 @@ template <class T>
 using host_buffer = buffer<T, host>;  ///< Owning pageable host memory.
 template <class T>
 using managed_buffer = buffer<T, managed>;  ///< Owning managed memory.
+
+/// Turns the checking mode of use tracking on or off for the process; the previous setting. Off unless the macro or
+/// the environment variable CUDAMEM_CHECK_STREAM_USES is 1. When on, each free of a buffer used on other streams also
+/// checks whether the program ordered it after those uses itself; check_stream_uses() reports those it did not.
+inline bool set_stream_use_checking(bool on) noexcept {
+  const bool was = detail::use_checking(detail::cuda_use_order{});
+  __atomic_store_n(&detail::cuda_use_order::checks().enabled, on ? 1 : 0, __ATOMIC_RELEASE);
+  return was;
+}
+/// Settles the checking mode's pending checks, waiting for each checked free to be reached on its stream (an event
+/// synchronize, not a device one): every use on another stream that was not done by then goes to the release handler,
+/// naming the buffer's, the using and the freeing streams. Returns how many. Later frees settle the checks whose free
+/// was reached by then without waiting; this settles the rest.
+inline std::size_t check_stream_uses() noexcept { return detail::settle_use_checks(detail::cuda_use_order{}, true); }
 
 }  // namespace cudamem

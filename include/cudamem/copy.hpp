@@ -94,7 +94,12 @@ struct copy_fn {
     requires copy_allowed<Rule, Dst, Src>
   [[nodiscard]] status operator()(Dst&& dst, Src&& src, stream_ref s) const noexcept {
     check_stream_ordered<Dst, Src>();
-    return copy_views(dst.view(), src.view(), &s, copy_rule_name[static_cast<int>(Rule)]);
+    constexpr const char* api = copy_rule_name[static_cast<int>(Rule)];
+    CUDAMEM_TRY(owner_use(dst, s, api, false));  // owners used on a stream not their own: the use is recorded
+    CUDAMEM_TRY(owner_use(src, s, api, false));
+    CUDAMEM_TRY(copy_views(dst.view(), src.view(), &s, api));
+    CUDAMEM_TRY(owner_use(dst, s, api, true));
+    return owner_use(src, s, api, true);
   }
   // Views whose kinds the named form does not take: a message that names the form to use instead.
   template <class Dst, class Src, class... Stream>
@@ -139,7 +144,9 @@ struct fill_bytes_fn {
   template <viewable_ref Dst>
   [[nodiscard]] status operator()(Dst&& dst, fill_byte value, stream_ref s) const noexcept {
     check_stream_ordered<Dst>();
-    return run(dst.view(), value.value, &s);
+    CUDAMEM_TRY(owner_use(dst, s, "fill_bytes", false));
+    CUDAMEM_TRY(run(dst.view(), value.value, &s));
+    return owner_use(dst, s, "fill_bytes", true);
   }
   template <class View>
   static status run(View view, unsigned char value, const stream_ref* s) noexcept {
@@ -174,8 +181,7 @@ __global__ void fill_kernel(char* first, std::size_t width, std::size_t height, 
 struct fill_fn {
   template <viewable_ref Dst, class V>
   [[nodiscard]] status operator()(Dst&& dst, const V& value, stream_ref s) const noexcept {
-    const auto view = dst.view();
-    using View = decltype(view);
+    using View = decltype(dst.view());
     using T = typename View::value_type;
     static_assert(View::kind::device_accessible,
                   "cudamem::fill: a kernel cannot write pageable host memory; use fill_bytes, or a pinned_buffer");
@@ -185,6 +191,14 @@ struct fill_fn {
         "cudamem::fill: the value converts to the element type only by narrowing; pass a value of the "
         "element type (3.0f for float, int(x) for int)");
     check_stream_ordered<Dst>();
+    CUDAMEM_TRY(owner_use(dst, s, "fill", false));
+    CUDAMEM_TRY(run_kernel(dst.view(), T{value}, s));
+    return owner_use(dst, s, "fill", true);
+  }
+
+ private:
+  template <class View, class T>
+  static status run_kernel(View view, T value, stream_ref s) noexcept {
     constexpr const char* api = "fill";
     if (!s.valid()) return handle_moved_from(api, "stream");
     plan p;
@@ -213,7 +227,7 @@ struct fill_fn {
     const std::size_t wanted = (width * height + threads - 1) / threads;
     const auto blocks = static_cast<unsigned>(wanted < 65536 ? wanted : 65536);
     return check(launch_kernel(&fill_kernel<T>, dim3(blocks), threads, s.get(), static_cast<char*>(d.addr), width,
-                               height, d.pitch, T{value}),
+                               height, d.pitch, value),
                  api, "cudaLaunchKernelEx (fill_kernel)");
   }
 };

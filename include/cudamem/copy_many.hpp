@@ -542,7 +542,11 @@ struct copy_many_fn {
     check_stream_ordered<queued_element<Dsts, std::ranges::range_reference_t<Dsts>>,
                          queued_element<Srcs, std::ranges::range_reference_t<Srcs>>>();
     use_copy_many_kernel();
-    return ranges(dsts, srcs, &s);
+    CUDAMEM_TRY(range_uses(dsts, s, false));  // owners used on a stream not their own: each use is recorded
+    CUDAMEM_TRY(range_uses(srcs, s, false));
+    CUDAMEM_TRY(ranges(dsts, srcs, &s));
+    CUDAMEM_TRY(range_uses(dsts, s, true));
+    return range_uses(srcs, s, true);
   }
   template <pair_range Pairs>
   [[nodiscard]] status operator()(Pairs&& pairs) const noexcept {
@@ -554,10 +558,30 @@ struct copy_many_fn {
     check_stream_ordered<queued_element<Pairs, std::tuple_element_t<0, std::remove_cv_t<pair_type>>>,
                          queued_element<Pairs, std::tuple_element_t<1, std::remove_cv_t<pair_type>>>>();
     use_copy_many_kernel();
-    return paired(pairs, &s);
+    CUDAMEM_TRY(pair_uses(pairs, s, false));
+    CUDAMEM_TRY(paired(pairs, &s));
+    return pair_uses(pairs, s, true);
   }
 
  private:
+  // owner_use for each element that is an owner (held by reference: a range of views or values costs nothing).
+  template <class R>
+  static status range_uses(R& range, stream_ref s, bool commit) noexcept {
+    if constexpr (tracked_owner<std::remove_cvref_t<std::ranges::range_reference_t<R>>>)
+      for (auto&& element : range) CUDAMEM_TRY(owner_use(element, s, copy_many_api, commit));
+    return {};
+  }
+  template <class Pairs>
+  static status pair_uses(Pairs& pairs, stream_ref s, bool commit) noexcept {
+    using pair_type = std::remove_reference_t<std::ranges::range_reference_t<Pairs>>;
+    if constexpr (tracked_owner<std::remove_cvref_t<decltype(std::get<0>(std::declval<pair_type&>()))>> ||
+                  tracked_owner<std::remove_cvref_t<decltype(std::get<1>(std::declval<pair_type&>()))>>)
+      for (auto&& piece : pairs) {
+        CUDAMEM_TRY(owner_use(std::get<0>(piece), s, copy_many_api, commit));
+        CUDAMEM_TRY(owner_use(std::get<1>(piece), s, copy_many_api, commit));
+      }
+    return {};
+  }
   template <class DstView, class SrcView>
   static constexpr void check_types() {
     check_copy_types<DstView, SrcView>();

@@ -7,6 +7,7 @@
 ///
 ///   pitched_buffer<T, Kind>::allocate(width, height [, device_id | stream_ref [, resource_ref<Kind>]])   padded rows
 ///     b.view(), b.data(), width(), height(), pitch_bytes(), empty(), device(), stream(), resource(), set_stream(s)
+///     use_on(s)   its free waits for the work queued on `s` so far, as buffer::use_on (copies record theirs)
 ///     move-only, deep-const (a const buffer views const T); no view or pointer of a temporary
 ///   device_pitched_buffer<T>, pinned_pitched_buffer<T>, host_pitched_buffer<T>, managed_pitched_buffer<T>
 ///   from pitched_span.hpp: pitched_span<T, Kind>, make_pitched, as_pitched; from copy.hpp: copy, fill, copy_2d
@@ -89,10 +90,14 @@ class pitched_buffer {
   [[nodiscard]] stream_ref stream() const noexcept { return rows_.stream(); }  ///< The stream it is freed on.
   [[nodiscard]] resource_ref<Kind> resource() const noexcept { return rows_.resource(); }  ///< Where it came from.
   void set_stream(stream_ref s) noexcept { rows_.set_stream(s); }  ///< As buffer::set_stream.
+  /// As buffer::use_on: its free waits for the work queued on `s` so far. Errors: as buffer::use_on.
+  [[nodiscard]] status use_on(stream_ref s) const noexcept { return rows_.use_on(s); }
 
  private:
   using storage = buffer<T, Kind>;
   static constexpr const char* api = "pitched_buffer::allocate";
+  friend struct detail::owner_access;
+  const detail::stream_uses& tracked_uses() const noexcept { return detail::owner_access::uses(rows_); }
 
   pitched_buffer(storage rows, std::size_t width, std::size_t height, std::size_t pitch) noexcept
       : rows_(std::move(rows)), width_(width), height_(height), pitch_(pitch) {}

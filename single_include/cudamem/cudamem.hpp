@@ -57,10 +57,12 @@
 ///
 ///     buffer<T, Kind>::allocate(count [, device_id | stream_ref [, resource_ref<Kind>]])   result<buffer>
 ///       view(), data(), size(), size_bytes(), empty(), device(), stream(), resource(), set_stream(s)
+///       use_on(s)                          its free waits for the work queued on `s` so far (copies record theirs)
 ///       b[i], begin(), end()               host-side, host-accessible kinds only
 ///       release()                          gives up ownership: free through resource() yourself
 ///       move-only, deep-const (a const buffer views const T); no view or pointer of a temporary
 ///     device_buffer<T>, pinned_buffer<T>, host_buffer<T>, managed_buffer<T>
+///     set_stream_use_checking(on), check_stream_uses()   the checking mode of use tracking (docs/allocators.md)
 
 // cudamem, internal: the owners, the optional value and the growable array of buffers, the caching pool and its
 // stream order, so that the core headers never include <memory>, <optional> or <vector> (their cost to each
@@ -220,12 +222,13 @@ class vec {
 };
 
 }  // namespace cudamem::detail
-/// \file
-/// Per-stream allocator registration (ACL's aclrtAllocatorRegister, as RAII), one registry per process, keyed on
-/// cudaStreamGetId: `buffer<T, device>::allocate(n, s)` and `pitched_buffer`'s stream form allocate from `s`'s.
-///
-///     result<registration> register_allocator(stream_ref s, resource_ref<device> r)   unregisters when it goes
-///     resource_ref<device> allocator_for(stream_ref s)      the registered one, else default_resource<device>(true)
+// cudamem, internal: the streams a buffer was used on besides its own (buffer::use_on, and stream-ordered copies and
+// fills given the owner itself), so that its free waits for them (docs/allocators.md, "Using a buffer on more than one
+// stream"). A buffer used on its own stream only holds one null pointer here and makes no CUDA call for it. Each other
+// stream gets an event, recorded after each use there; the free makes its stream wait for each (cudaStreamWaitEvent)
+// before the resource sees the free, so every resource, the caching pool included, gets the block back ordered after
+// all its uses. The free never touches the other streams themselves: they may have ended or be capturing by then.
+// The stream order is a parameter, so tests/host/stream_uses.cpp checks the bookkeeping against a fake one.
 
 // cudamem: process-wide state (release handler, registries), one per process even across shared libraries built with
 // -fvisibility=hidden: process_wide and state types (CUDAMEM_DETAIL_PROCESS_WIDE) have default visibility. Internal.
@@ -1750,6 +1753,345 @@ inline stream_id_source stream_id_of(stream_ref s, std::uint64_t& id) noexcept {
 }
 
 }  // namespace cudamem::detail
+
+#include <concepts>
+#include <cstdint>
+#include <cstdlib>
+#include <new>
+
+namespace cudamem::detail {
+
+/// The checks of the use-checking mode still to settle: a free point (an event on the freeing stream, recorded before
+/// the free waited for anything) and the use it should have followed. Resolved by queries only: the free point done
+/// while the use is not is a use the program itself did not order before the free.
+template <class Marker>
+struct use_check {
+  Marker free_point, use;
+  cudaStream_t home, used_on, freed_on;
+  const char* api;  // the call that recorded the use
+};
+template <class Marker>
+struct use_check_list {
+  mutex lock;
+  vec<use_check<Marker>> pending;
+  int enabled = -1;  // -1: not read yet (CUDAMEM_CHECK_STREAM_USES, the macro or the environment variable)
+};
+struct CUDAMEM_DETAIL_PROCESS_WIDE cuda_use_checks : use_check_list<cudaEvent_t> {};
+
+/// The CUDA side of use tracking. Errors name `api`; nothing here calls the release handler.
+struct cuda_use_order {
+  using marker = cudaEvent_t;  ///< null until made
+
+  /// 0 when `s` is not capturing (the legacy stream never is), else its capture's id (cudaStreamGetCaptureInfo,
+  /// asked only while capturing). A failed query's error is cleared unless sticky; a user's earlier one stays.
+  static result<unsigned long long> capture_of(stream_ref s, const char* api) noexcept {
+    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+    if (s.get() == cudaStreamLegacy ||
+        (driver_capture_status(s.get(), capture) && capture == cudaStreamCaptureStatusNone)) [[likely]]
+      return 0ull;
+    unsigned long long id = 0;
+    const cudaError_t earlier = cudaPeekAtLastError(), code = cudaStreamGetCaptureInfo(s.get(), &capture, &id);
+    if (code != cudaSuccess && earlier == cudaSuccess && !error::is_sticky_status(code)) (void)cudaGetLastError();
+    CUDAMEM_TRY(check(code, api, "cudaStreamGetCaptureInfo"));
+    return capture == cudaStreamCaptureStatusNone ? 0ull : id;
+  }
+  /// An event on `device` (the current device stays), without timing; in relaxed capture mode, as the destroy: a
+  /// capture in progress on this thread (a use in it, a free during it) stays intact.
+  static status make(marker& m, device_id device, const char* api) noexcept {
+    relaxed_capture_scope relaxed;
+    auto guard = device_guard::set(device);
+    if (!guard) return guard.error().with_api(api);
+    return check(cudaEventCreateWithFlags(&m, cudaEventDisableTiming), api, "cudaEventCreateWithFlags");
+  }
+  static status record(marker m, stream_ref s, const char* api) noexcept {
+    return check(record_event(m, s.get()), api, "cudaEventRecord");
+  }
+  static status wait(stream_ref s, marker m, const char* api) noexcept {
+    return check(cudaStreamWaitEvent(s.get(), m, 0), api, "cudaStreamWaitEvent");
+  }
+  static void destroy(marker m) noexcept {
+    if (m == nullptr) return;
+    relaxed_capture_scope relaxed;
+    check_release(cudaEventDestroy(m), "cudaEventDestroy");
+  }
+  /// Whether `m`'s last record is done; an error counts as done (nothing to report).
+  static bool done(marker m) noexcept { return query_event(m) != cudaErrorNotReady; }
+  static void settle(marker m) noexcept { check_release(cudaEventSynchronize(m), "cudaEventSynchronize"); }
+  static use_check_list<marker>& checks() noexcept { return process_wide<cuda_use_checks>(); }
+};
+
+/// `s` and `t` are the same stream (null is this build's default stream). Per-thread streams of two threads share a
+/// handle: a buffer given to one and used on the other is not told apart (docs/allocators.md).
+inline bool same_stream(cudaStream_t s, cudaStream_t t) noexcept {
+#if defined(CUDA_API_PER_THREAD_DEFAULT_STREAM)
+  const cudaStream_t null_is = cudaStreamPerThread;
+#else
+  const cudaStream_t null_is = cudaStreamLegacy;
+#endif
+  return (s == nullptr ? null_is : s) == (t == nullptr ? null_is : t);
+}
+
+/// Whether the use-checking mode is on: set_stream_use_checking's, else CUDAMEM_CHECK_STREAM_USES (the environment
+/// variable, else the macro) when first asked.
+template <class Order>
+bool use_checking(const Order& order) noexcept {
+  auto& list = order.checks();
+  int on = __atomic_load_n(&list.enabled, __ATOMIC_ACQUIRE);
+  if (on < 0) [[unlikely]] {
+#if defined(CUDAMEM_CHECK_STREAM_USES)
+    int initial = (CUDAMEM_CHECK_STREAM_USES) ? 1 : 0;
+#else
+    int initial = 0;
+#endif
+    if (const char* env = std::getenv("CUDAMEM_CHECK_STREAM_USES"); env != nullptr && *env != '\0')
+      initial = *env != '0';
+    int unread = -1;
+    __atomic_compare_exchange_n(&list.enabled, &unread, initial, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+    on = __atomic_load_n(&list.enabled, __ATOMIC_ACQUIRE);
+  }
+  return on > 0;
+}
+
+/// Settles the checks whose free point is done (all, after waiting for each free point, when `wait`): a use not done
+/// then is reported. The number reported.
+template <class Order>
+std::size_t settle_use_checks(const Order& order, bool wait) noexcept {
+  auto& list = order.checks();
+  vec<use_check<typename Order::marker>> settled;
+  {
+    const lock_guard<mutex> hold(list.lock);
+    if (!wait) {
+      list.pending.erase_if([&](const use_check<typename Order::marker>& c) {
+        if (!order.done(c.free_point)) return false;
+        settled.push_back(c);
+        return true;
+      });
+    } else {
+      settled.swap(list.pending);
+    }
+  }
+  std::size_t races = 0;
+  for (const auto& c : settled) {
+    if (wait) order.settle(c.free_point);
+    if (!order.done(c.use)) {  // asked after the free point was done: the use outlived the free's own order
+      ++races;
+      report_release_failure(error(errc::invalid_argument, "stream use check",
+                                   "a buffer allocated on stream %p, used on stream %p (by %s), was freed on stream "
+                                   "%p before that use was done: only its use tracking kept the memory from being "
+                                   "reused under the use; order the free after it (an event), or call use_on",
+                                   static_cast<void*>(c.home), static_cast<void*>(c.used_on), c.api,
+                                   static_cast<void*>(c.freed_on)));
+    }
+    order.destroy(c.free_point);
+    order.destroy(c.use);
+  }
+  return races;
+}
+
+/// The other streams a buffer was used on: one pointer, null until the first use on a stream not its own. Thread-safe
+/// for uses (a const buffer may be copied from on several threads at once); join() runs alone, at the free.
+template <class Order>
+class basic_stream_uses {
+ public:
+  using marker = typename Order::marker;
+
+  basic_stream_uses() noexcept = default;
+  explicit basic_stream_uses(Order order) noexcept : order_(order) {}
+  basic_stream_uses(basic_stream_uses&& other) noexcept
+      : list_(other.list_.exchange(nullptr, memory_order::acq_rel)), order_(other.order_) {}
+  basic_stream_uses& operator=(basic_stream_uses&& other) noexcept {  // after join(): this one is empty
+    if (this != &other) discard(list_.exchange(other.list_.exchange(nullptr, memory_order::acq_rel)));
+    return *this;
+  }
+  basic_stream_uses(const basic_stream_uses&) = delete;
+  basic_stream_uses& operator=(const basic_stream_uses&) = delete;
+  ~basic_stream_uses() { discard(list_.load(memory_order::acquire)); }
+
+  /// No stream recorded.
+  [[nodiscard]] bool empty() const noexcept { return list_.load(memory_order::acquire) == nullptr; }
+  /// The streams recorded (for tests).
+  [[nodiscard]] std::size_t count() const noexcept {
+    list* l = list_.load(memory_order::acquire);
+    if (l == nullptr) return 0;
+    const lock_guard<spin_lock> hold(l->lock);
+    return l->entries.size();
+  }
+
+  /// Before an operation on `s` that uses the buffer (whose stream is `home`): the event to record after it, made
+  /// now, or none (`s` is `home`; or `s` captures a graph that `home` is not part of, and not `strict`). Nothing is
+  /// enqueued. Errors (nothing recorded): capture_active (`strict`, a capture `home` is not part of; CUDA cannot name
+  /// the capturing stream's device), invalid_argument (moved-from stream), CUDA's.
+  [[nodiscard]] result<maybe<marker>> prepare(stream_ref home, stream_ref s, const char* api,
+                                              bool strict) const noexcept {
+    if (same_stream(home.get(), s.get())) [[likely]]
+      return maybe<marker>();
+    return prepare_other(home, s, api, strict);
+  }
+  /// After the operation: the use's point on `s`. Errors: CUDA's.
+  [[nodiscard]] status commit(const maybe<marker>& m, stream_ref s, const char* api) const noexcept {
+    if (!m) return {};
+    return order_.record(*m, s, api);
+  }
+  /// Records that the buffer is used on `s` up to the work queued there so far (use_on).
+  [[nodiscard]] status note(stream_ref home, stream_ref s, const char* api) const noexcept {
+    auto m = prepare(home, s, api, true);
+    if (!m) return m.error();
+    return commit(*m, s, api);
+  }
+
+  /// Before the free on `freeing`: `freeing` waits for each use recorded outside captures (or in the capture it is
+  /// part of now), and the records are dropped. False: the memory must not be freed (kept; the release handler hears
+  /// why): a use outside the capture that `freeing` is part of now, or a wait CUDA refused. Enqueues only waits, and
+  /// only on `freeing`, the free's own stream.
+  [[nodiscard]] bool join(stream_ref home, stream_ref freeing, const char* api) noexcept {
+    if (list_.load(memory_order::relaxed) == nullptr) [[likely]]  // a plain load: no use runs during the free
+      return true;
+    return join_list(*list_.exchange(nullptr, memory_order::acq_rel), home, freeing, api);
+  }
+
+ private:
+  struct entry {
+    cudaStream_t stream;
+    std::uint64_t id;  // a stream object's (carried), else no_stream_id: then the handle tells streams apart
+    unsigned long long capture;  // 0: outside captures
+    marker event;
+    const char* api;  // the first call that recorded it
+    bool checked;  // its event belongs to a pending use check now
+  };
+  struct list {
+    spin_lock lock;
+    vec<entry> entries;
+  };
+  [[gnu::noinline]] result<maybe<marker>> prepare_other(stream_ref home, stream_ref s, const char* api,
+                                                        bool strict) const noexcept {
+    if (!s.valid()) return handle_moved_from(api, "stream");
+    auto capture = order_.capture_of(s, api);
+    if (!capture) return capture.error();
+    if (*capture != 0) {
+      auto home_capture = order_.capture_of(home, api);
+      if (!home_capture || *home_capture != *capture) {
+        if (!strict) return maybe<marker>();
+        return error(errc::capture_active, api,
+                     "stream %p is capturing a graph that the buffer's stream %p is not part of: the graph's "
+                     "launches would use the buffer after any free could wait for them; keep the buffer until they "
+                     "are done, or allocate it on a stream of the capture",
+                     static_cast<void*>(s.get()), static_cast<void*>(home.get()));
+      }
+    }
+    const std::uint64_t id = stream_identity::carried(s);
+    list* l = list_.load(memory_order::acquire);
+    if (l == nullptr) {
+      list* made = new (std::nothrow) list();
+      if (made == nullptr) return error(errc::out_of_memory, api, "no host memory to record a stream use");
+      if (list_.compare_exchange_strong(l, made, memory_order::acq_rel)) l = made;
+      else delete made;  // another thread's came first: `l` is it
+    }
+    const lock_guard<spin_lock> hold(l->lock);
+    for (const entry& e : l->entries)
+      if (e.capture == *capture && (id != no_stream_id ? e.id == id : e.id == no_stream_id && e.stream == s.get()))
+        return maybe<marker>(e.event);
+    auto device = s.device();
+    if (!device) return device.error().with_api(api);
+    marker m{};
+    CUDAMEM_TRY(order_.make(m, *device, api));
+    l->entries.push_back(entry{s.get(), id, *capture, m, api, false});
+    return maybe<marker>(m);
+  }
+
+  [[gnu::noinline]] bool join_list(list& l, stream_ref home, stream_ref freeing, const char* api) noexcept {
+    bool keep = false;
+    auto now = order_.capture_of(freeing, api);
+    if (!now) {  // whether a wait would join a capture is unknown: none is made, the memory stays
+      report_release_failure(now.error());
+      keep = true;
+    }
+    const unsigned long long capture = now ? *now : ~0ull;
+    const bool checking = capture == 0 && use_checking(order_);
+    if (checking) settle_use_checks(order_, false);
+    vec<use_check<marker>> checks;
+    for (entry& e : l.entries) {  // free points first: recorded before the free waits for anything
+      if (!checking || e.capture != 0) continue;
+      use_check<marker> c{marker{}, e.event, home.get(), e.stream, freeing.get(), e.api};
+      auto device = freeing.device();
+      if (!device || !order_.make(c.free_point, *device, api) || !order_.record(c.free_point, freeing, api)) {
+        order_.destroy(c.free_point);
+        continue;  // not checked; still waited for below
+      }
+      checks.push_back(c);
+      e.checked = true;
+    }
+    for (const entry& e : l.entries) {
+      if (e.capture == capture) {
+        if (const status waited = order_.wait(freeing, e.event, api); !waited) {
+          report_release_failure(waited.error());
+          keep = true;
+        }
+      } else if (e.capture == 0 && now) {
+        keep = true;
+        report_release_failure(error(errc::capture_active, api,
+                                     "the buffer was used on stream %p before the capture on stream %p began, so its "
+                                     "free there could not be ordered after that use: its memory is kept, not freed",
+                                     static_cast<void*>(e.stream), static_cast<void*>(freeing.get())));
+      }
+      // Else a use in a capture that is over, or another one: the graph's launches are the uses, which the user's
+      // program must let finish before the free, as for any memory a graph uses.
+    }
+    if (!checks.empty()) {
+      auto& pending = order_.checks();
+      const lock_guard<mutex> hold(pending.lock);
+      pending.pending.append(checks.begin(), checks.end());
+    }
+    for (const entry& e : l.entries)  // destroyed once the work it marks is done
+      if (!e.checked) order_.destroy(e.event);
+    delete &l;
+    return !keep;
+  }
+  void discard(list* l) const noexcept {  // records never joined (a buffer that never held memory)
+    if (l == nullptr) return;
+    for (const entry& e : l->entries) order_.destroy(e.event);
+    delete l;
+  }
+
+  mutable atomic<list*> list_{nullptr};
+  [[no_unique_address]] Order order_{};
+};
+
+using stream_uses = basic_stream_uses<cuda_use_order>;
+
+/// What copies and fills read of an owner (buffer, pitched_buffer): its stream and its use records.
+struct owner_access {
+  template <class Owner>
+  static auto uses(const Owner& owner) noexcept -> decltype(owner.tracked_uses()) {
+    return owner.tracked_uses();
+  }
+};
+/// An owner whose uses on other streams are recorded when a stream-ordered operation is given it (by reference).
+template <class V>
+concept tracked_owner = requires(const V& v) {
+  { owner_access::uses(v) } -> std::same_as<const stream_uses&>;
+  { v.stream() } -> std::same_as<stream_ref>;
+};
+/// Records a use on `s` of `operand` if it is a tracked owner (else nothing, at compile time): `commit` false before
+/// the operation (makes the record: errors leave nothing enqueued), true after it (marks the use's end on `s`).
+template <class V>
+[[gnu::always_inline]] inline status owner_use(const V& operand, stream_ref s, const char* api, bool commit) noexcept {
+  if constexpr (tracked_owner<V>) {
+    const stream_uses& uses = owner_access::uses(operand);
+    auto m = uses.prepare(operand.stream(), s, api, false);
+    if (!m) return m.error();
+    if (commit) return uses.commit(*m, s, api);
+  }
+  return {};
+}
+
+}  // namespace cudamem::detail
+/// \file
+/// Per-stream allocator registration (ACL's aclrtAllocatorRegister, as RAII), one registry per process, keyed on
+/// cudaStreamGetId: `buffer<T, device>::allocate(n, s)` and `pitched_buffer`'s stream form allocate from `s`'s.
+///
+///     result<registration> register_allocator(stream_ref s, resource_ref<device> r)   unregisters when it goes
+///     resource_ref<device> allocator_for(stream_ref s)      the registered one, else default_resource<device>(true)
+
 /// \file
 /// Memory resources (the stream-first interface of CCCL's cuda::mr and RMM) and `resource_ref<K>`, which buffers keep.
 ///
@@ -2459,7 +2801,8 @@ template <class T, memory_kind Kind>
 namespace cudamem {
 
 /// Owns `size()` uninitialized elements of kind Kind; no view or pointer of a temporary. Freed by its resource with
-/// its device current, on its stream (a default stream: its device's legacy one); failures go to the release handler.
+/// its device current, on its stream (a default stream: its device's legacy one), after the work on every other stream
+/// it was used on (use_on; stream-ordered copies and fills given the buffer); failures go to the release handler.
 template <class T, memory_kind Kind>
 class buffer {
   static_assert(std::is_trivially_copyable_v<T>,
@@ -2500,7 +2843,13 @@ class buffer {
   }
 
   /// Takes over the memory of `other`, leaving it empty.
-  buffer(buffer&& other) noexcept : buffer(other.data_, other.size_, other.device_, other.stream_, other.resource_) {
+  buffer(buffer&& other) noexcept
+      : data_(other.data_),
+        size_(other.size_),
+        device_(other.device_),
+        stream_(other.stream_),
+        resource_(other.resource_),
+        uses_(static_cast<detail::stream_uses&&>(other.uses_)) {
     other.forget();
   }
   /// Frees this buffer's memory, then takes over that of `other`.
@@ -2512,6 +2861,7 @@ class buffer {
       device_ = other.device_;
       stream_ = other.stream_;
       resource_ = other.resource_;
+      uses_ = static_cast<detail::stream_uses&&>(other.uses_);
       other.forget();
     }
     return *this;
@@ -2534,8 +2884,19 @@ class buffer {
   [[nodiscard]] device_id device() const noexcept { return device_; }  ///< Its device (host and pinned: host()).
   [[nodiscard]] stream_ref stream() const noexcept { return stream_; }  ///< The stream it is freed on (set_stream).
   [[nodiscard]] resource_ref<Kind> resource() const noexcept { return resource_; }  ///< The resource it came from.
-  /// Frees on `s` from now on; the caller orders `s` after the buffer's work on its old stream (an event).
+  /// Frees on `s` from now on; the caller orders `s` after the buffer's work on its old stream (an event), or calls
+  /// use_on(old stream) first.
   void set_stream(stream_ref s) noexcept { stream_ = s; }
+  /// Records that the buffer is used on `s` by the work queued there so far: its free (or release()) then waits, on
+  /// its own stream, for that work (cudaStreamWaitEvent). Call it after enqueuing the last work on `s` that touches
+  /// the buffer, such as a kernel given its view (copies and fills given the buffer itself record theirs). Costs one
+  /// event record, on `s`; nothing on its own stream. Does not synchronize. Errors: invalid_argument (moved-from
+  /// stream), capture_active (`s` captures a graph that the buffer's stream is not part of: the graph's launches, not
+  /// the capture, use the buffer), CUDA's; nothing is recorded then.
+  [[nodiscard]] status use_on(stream_ref s) const noexcept {
+    if (data_ == nullptr) return s.valid() ? status() : detail::handle_moved_from("buffer::use_on", "stream");
+    return uses_.note(stream_, s, "buffer::use_on");
+  }
 
   /// Element `i`, host-side (device memory: does not compile); checked by CUDAMEM_ASSERT in debug builds.
   T& operator[](std::size_t i) & noexcept { return host_side()[i]; }
@@ -2546,13 +2907,18 @@ class buffer {
   const T* end() const& noexcept { return host_side().end(); }  ///< As end(), of const elements.
 
   /// Gives up ownership: free with resource().deallocate(stream(), p, size_bytes(), alignof(T)), its device current.
+  /// stream() is made to wait for the uses recorded on other streams first, as the free would.
   [[nodiscard]] span<T, Kind> release() noexcept {
     const span<T, Kind> all = view();
+    if (data_ != nullptr) (void)uses_.join(stream_, stream_, "buffer::release");  // kept: the handler heard why
     forget();
     return all;
   }
 
  private:
+  friend struct detail::owner_access;
+  const detail::stream_uses& tracked_uses() const noexcept { return uses_; }
+
   buffer(T* data, std::size_t count, device_id id, stream_ref s, resource_ref<Kind> r) noexcept
       : data_(data), size_(count), device_(id), stream_(s), resource_(r) {}
 
@@ -2588,6 +2954,10 @@ class buffer {
     if (data_ == nullptr) return;
     const stream_ref on = free_stream(stream_);
     auto guard = make_current(device_, on, resource_);  // failed: free anyway, on the current device
+    if (!uses_.join(stream_, on, "buffer::free")) [[unlikely]] {  // the release handler heard why it stays
+      forget();
+      return;
+    }
     resource_.deallocate(on, data_, size_bytes(), alignof(T));
     forget();
   }
@@ -2618,6 +2988,7 @@ class buffer {
   device_id device_ = device_id::host();
   stream_ref stream_;
   resource_ref<Kind> resource_ = default_resource<Kind>();
+  detail::stream_uses uses_;  // one pointer, null while used on its own stream only
 };
 
 template <class T>
@@ -2628,6 +2999,20 @@ template <class T>
 using host_buffer = buffer<T, host>;  ///< Owning pageable host memory.
 template <class T>
 using managed_buffer = buffer<T, managed>;  ///< Owning managed memory.
+
+/// Turns the checking mode of use tracking on or off for the process; the previous setting. Off unless the macro or
+/// the environment variable CUDAMEM_CHECK_STREAM_USES is 1. When on, each free of a buffer used on other streams also
+/// checks whether the program ordered it after those uses itself; check_stream_uses() reports those it did not.
+inline bool set_stream_use_checking(bool on) noexcept {
+  const bool was = detail::use_checking(detail::cuda_use_order{});
+  __atomic_store_n(&detail::cuda_use_order::checks().enabled, on ? 1 : 0, __ATOMIC_RELEASE);
+  return was;
+}
+/// Settles the checking mode's pending checks, waiting for each checked free to be reached on its stream (an event
+/// synchronize, not a device one): every use on another stream that was not done by then goes to the release handler,
+/// naming the buffer's, the using and the freeing streams. Returns how many. Later frees settle the checks whose free
+/// was reached by then without waiting; this settles the rest.
+inline std::size_t check_stream_uses() noexcept { return detail::settle_use_checks(detail::cuda_use_order{}, true); }
 
 }  // namespace cudamem
 /// \file
@@ -3414,7 +3799,12 @@ struct copy_fn {
     requires copy_allowed<Rule, Dst, Src>
   [[nodiscard]] status operator()(Dst&& dst, Src&& src, stream_ref s) const noexcept {
     check_stream_ordered<Dst, Src>();
-    return copy_views(dst.view(), src.view(), &s, copy_rule_name[static_cast<int>(Rule)]);
+    constexpr const char* api = copy_rule_name[static_cast<int>(Rule)];
+    CUDAMEM_TRY(owner_use(dst, s, api, false));  // owners used on a stream not their own: the use is recorded
+    CUDAMEM_TRY(owner_use(src, s, api, false));
+    CUDAMEM_TRY(copy_views(dst.view(), src.view(), &s, api));
+    CUDAMEM_TRY(owner_use(dst, s, api, true));
+    return owner_use(src, s, api, true);
   }
   // Views whose kinds the named form does not take: a message that names the form to use instead.
   template <class Dst, class Src, class... Stream>
@@ -3459,7 +3849,9 @@ struct fill_bytes_fn {
   template <viewable_ref Dst>
   [[nodiscard]] status operator()(Dst&& dst, fill_byte value, stream_ref s) const noexcept {
     check_stream_ordered<Dst>();
-    return run(dst.view(), value.value, &s);
+    CUDAMEM_TRY(owner_use(dst, s, "fill_bytes", false));
+    CUDAMEM_TRY(run(dst.view(), value.value, &s));
+    return owner_use(dst, s, "fill_bytes", true);
   }
   template <class View>
   static status run(View view, unsigned char value, const stream_ref* s) noexcept {
@@ -3494,8 +3886,7 @@ __global__ void fill_kernel(char* first, std::size_t width, std::size_t height, 
 struct fill_fn {
   template <viewable_ref Dst, class V>
   [[nodiscard]] status operator()(Dst&& dst, const V& value, stream_ref s) const noexcept {
-    const auto view = dst.view();
-    using View = decltype(view);
+    using View = decltype(dst.view());
     using T = typename View::value_type;
     static_assert(View::kind::device_accessible,
                   "cudamem::fill: a kernel cannot write pageable host memory; use fill_bytes, or a pinned_buffer");
@@ -3505,6 +3896,14 @@ struct fill_fn {
         "cudamem::fill: the value converts to the element type only by narrowing; pass a value of the "
         "element type (3.0f for float, int(x) for int)");
     check_stream_ordered<Dst>();
+    CUDAMEM_TRY(owner_use(dst, s, "fill", false));
+    CUDAMEM_TRY(run_kernel(dst.view(), T{value}, s));
+    return owner_use(dst, s, "fill", true);
+  }
+
+ private:
+  template <class View, class T>
+  static status run_kernel(View view, T value, stream_ref s) noexcept {
     constexpr const char* api = "fill";
     if (!s.valid()) return handle_moved_from(api, "stream");
     plan p;
@@ -3533,7 +3932,7 @@ struct fill_fn {
     const std::size_t wanted = (width * height + threads - 1) / threads;
     const auto blocks = static_cast<unsigned>(wanted < 65536 ? wanted : 65536);
     return check(launch_kernel(&fill_kernel<T>, dim3(blocks), threads, s.get(), static_cast<char*>(d.addr), width,
-                               height, d.pitch, T{value}),
+                               height, d.pitch, value),
                  api, "cudaLaunchKernelEx (fill_kernel)");
   }
 };
@@ -3859,6 +4258,7 @@ class peer_access {
 ///
 ///   pitched_buffer<T, Kind>::allocate(width, height [, device_id | stream_ref [, resource_ref<Kind>]])   padded rows
 ///     b.view(), b.data(), width(), height(), pitch_bytes(), empty(), device(), stream(), resource(), set_stream(s)
+///     use_on(s)   its free waits for the work queued on `s` so far, as buffer::use_on (copies record theirs)
 ///     move-only, deep-const (a const buffer views const T); no view or pointer of a temporary
 ///   device_pitched_buffer<T>, pinned_pitched_buffer<T>, host_pitched_buffer<T>, managed_pitched_buffer<T>
 ///   from pitched_span.hpp: pitched_span<T, Kind>, make_pitched, as_pitched; from copy.hpp: copy, fill, copy_2d
@@ -3937,10 +4337,14 @@ class pitched_buffer {
   [[nodiscard]] stream_ref stream() const noexcept { return rows_.stream(); }  ///< The stream it is freed on.
   [[nodiscard]] resource_ref<Kind> resource() const noexcept { return rows_.resource(); }  ///< Where it came from.
   void set_stream(stream_ref s) noexcept { rows_.set_stream(s); }  ///< As buffer::set_stream.
+  /// As buffer::use_on: its free waits for the work queued on `s` so far. Errors: as buffer::use_on.
+  [[nodiscard]] status use_on(stream_ref s) const noexcept { return rows_.use_on(s); }
 
  private:
   using storage = buffer<T, Kind>;
   static constexpr const char* api = "pitched_buffer::allocate";
+  friend struct detail::owner_access;
+  const detail::stream_uses& tracked_uses() const noexcept { return detail::owner_access::uses(rows_); }
 
   pitched_buffer(storage rows, std::size_t width, std::size_t height, std::size_t pitch) noexcept
       : rows_(std::move(rows)), width_(width), height_(height), pitch_(pitch) {}
