@@ -8,7 +8,7 @@
 ///     counted.usage([since])   counted.usage(stream, [since])   book.device(id, [since])            -> usage
 ///     book.for_each_stream(f(const ledger_row&))   book.for_each_source(f(const char* name, const usage&))
 ///     book.reset()          peaks from now, totals from zero: what since::reset reads
-///     book.balanced()       no source and no device holds a block
+///     book.balanced()       no source holds a block
 ///     book.attach(sink) / detach()   each allocation and free to a recorder (trace.hpp writes a Chrome trace)
 ///     usage: bytes_in_use, blocks_in_use, peak_bytes, peak_blocks, allocated_bytes, allocations, freed_bytes, frees,
 ///            cached_bytes (a source over a caching_pool: bytes cached there, not in use)
@@ -77,67 +77,96 @@ inline const void* thread_token() noexcept {
 }
 
 /// The counters of one (source, device, stream), one source or one device. The first thread to count into it owns
-/// it: its counts are plain loads and stores; any other thread adds to `foreign` atomically. Peaks are raised by
-/// compare-and-swap when passed, which a steady state rarely does.
+/// it: its counts are plain loads and stores; any other thread adds to `foreign` atomically. Bytes and blocks in use
+/// are counted directly (frees are derived), so a free updates two counters and an allocation four; peaks are raised
+/// by compare-and-swap only when passed, which a steady state does not.
 struct alignas(64) ledger_cell {
-  enum : unsigned { allocated_bytes, allocations, freed_bytes, frees, counters };
+  enum : unsigned { bytes_in_use, blocks_in_use, allocated_bytes, allocations, counters };
+  atomic<std::uint64_t> own[counters] = {};  // wrapped: in-use figures may go below zero
   atomic<const void*> owner{nullptr};
-  atomic<std::uint64_t> own[counters] = {}, foreign[counters] = {};
-  atomic<std::uint64_t> peak_bytes[2] = {}, peak_blocks[2] = {};  // [since::start], [since::reset]
-  atomic<std::uint64_t> base[counters] = {};  // the totals at the last reset
   std::uint32_t source = 0;
   int device = -1;
   std::uint64_t stream = 0;
+  alignas(64) atomic<std::uint64_t> foreign[counters] = {};
+  atomic<std::uint64_t> peak_bytes[2] = {}, peak_blocks[2] = {};  // [since::start], [since::reset]
+  atomic<std::uint64_t> base[counters] = {};  // at the last reset: [allocated_bytes], [allocations]; freed bytes, frees
 
   std::uint64_t total(unsigned c) const noexcept {
     return own[c].load(memory_order_relaxed) + foreign[c].load(memory_order_relaxed);
   }
-  std::int64_t bytes_now() const noexcept { return std::int64_t(total(allocated_bytes) - total(freed_bytes)); }
-  std::int64_t blocks_now() const noexcept { return std::int64_t(total(allocations) - total(frees)); }
-  void count(std::size_t bytes, bool is_free) noexcept {
-    const void* const me = thread_token();
+  std::int64_t bytes_now() const noexcept { return std::int64_t(total(bytes_in_use)); }
+  std::int64_t blocks_now() const noexcept { return std::int64_t(total(blocks_in_use)); }
+  [[gnu::always_inline]] void count(std::size_t bytes, bool is_free, const void* me) noexcept {
     const void* held = owner.load(memory_order_relaxed);
-    if (held == nullptr && owner.compare_exchange_strong(held, me, memory_order_relaxed)) held = me;
-    const unsigned at = is_free ? freed_bytes : allocated_bytes;
-    if (held == me) [[likely]] {
-      own[at].store(own[at].load(memory_order_relaxed) + bytes, memory_order_relaxed);
-      own[at + 1].store(own[at + 1].load(memory_order_relaxed) + 1, memory_order_relaxed);
-    } else {
-      foreign[at].fetch_add(bytes, memory_order_relaxed);
-      foreign[at + 1].fetch_add(1, memory_order_relaxed);
-    }
-    if (!is_free) {
-      raise(peak_bytes, bytes_now());
-      raise(peak_blocks, blocks_now());
+    if (held != me) [[unlikely]]
+      return count_foreign(bytes, is_free, me, held);
+    const std::uint64_t signed_bytes = is_free ? 0 - std::uint64_t(bytes) : std::uint64_t(bytes);
+    const std::uint64_t now_bytes = own[bytes_in_use].load(memory_order_relaxed) + signed_bytes;
+    const std::uint64_t now_blocks = own[blocks_in_use].load(memory_order_relaxed) + (is_free ? ~std::uint64_t{0} : 1);
+    own[bytes_in_use].store(now_bytes, memory_order_relaxed);
+    own[blocks_in_use].store(now_blocks, memory_order_relaxed);
+    if (is_free) return;
+    own[allocated_bytes].store(own[allocated_bytes].load(memory_order_relaxed) + bytes, memory_order_relaxed);
+    own[allocations].store(own[allocations].load(memory_order_relaxed) + 1, memory_order_relaxed);
+    passed(now_bytes + foreign[bytes_in_use].load(memory_order_relaxed),
+           now_blocks + foreign[blocks_in_use].load(memory_order_relaxed));
+  }
+  [[gnu::noinline]] void count_foreign(std::size_t bytes, bool is_free, const void* me, const void* held) noexcept {
+    if (held == nullptr && owner.compare_exchange_strong(held, me, memory_order_relaxed))
+      return count(bytes, is_free, me);
+    const std::uint64_t signed_bytes = is_free ? 0 - std::uint64_t(bytes) : std::uint64_t(bytes);
+    const std::uint64_t now_bytes = foreign[bytes_in_use].fetch_add(signed_bytes, memory_order_relaxed) + signed_bytes;
+    const std::uint64_t one = is_free ? ~std::uint64_t{0} : 1;
+    const std::uint64_t now_blocks = foreign[blocks_in_use].fetch_add(one, memory_order_relaxed) + one;
+    if (is_free) return;
+    foreign[allocated_bytes].fetch_add(bytes, memory_order_relaxed);
+    foreign[allocations].fetch_add(1, memory_order_relaxed);
+    passed(now_bytes + own[bytes_in_use].load(memory_order_relaxed),
+           now_blocks + own[blocks_in_use].load(memory_order_relaxed));
+  }
+  [[gnu::always_inline]] void passed(std::uint64_t bytes, std::uint64_t blocks) noexcept {  // figures after an alloc
+    if (std::int64_t(bytes) > std::int64_t(peak_bytes[1].load(memory_order_relaxed)) ||
+        std::int64_t(blocks) > std::int64_t(peak_blocks[1].load(memory_order_relaxed))) [[unlikely]]
+      raise(std::int64_t(bytes), std::int64_t(blocks));
+  }
+  [[gnu::noinline]] void raise(std::int64_t bytes, std::int64_t blocks) noexcept {
+    for (unsigned p = 0; p < 2; ++p) {
+      raise(peak_bytes[p], bytes);
+      raise(peak_blocks[p], blocks);
     }
   }
-  static void raise(atomic<std::uint64_t> (&peaks)[2], std::int64_t now) noexcept {
+  static void raise(atomic<std::uint64_t>& peak, std::int64_t now) noexcept {
     if (now <= 0) return;
-    for (atomic<std::uint64_t>& peak : peaks) {  // since reset first: never above since start
-      std::uint64_t seen = peak.load(memory_order_relaxed);
-      while (std::uint64_t(now) > seen && !peak.compare_exchange_weak(seen, std::uint64_t(now), memory_order_relaxed)) {
-      }
-    }
+    std::uint64_t seen = peak.load(memory_order_relaxed);
+    while (std::uint64_t(now) > seen && !peak.compare_exchange_weak(seen, std::uint64_t(now), memory_order_relaxed)) {}
   }
   void reset() noexcept {
-    for (unsigned c = 0; c < counters; ++c) base[c].store(total(c), memory_order_relaxed);
+    base[allocated_bytes].store(total(allocated_bytes), memory_order_relaxed);
+    base[allocations].store(total(allocations), memory_order_relaxed);
+    base[bytes_in_use].store(total(allocated_bytes) - total(bytes_in_use), memory_order_relaxed);  // freed bytes
+    base[blocks_in_use].store(total(allocations) - total(blocks_in_use), memory_order_relaxed);  // frees
     const std::int64_t bytes = bytes_now(), blocks = blocks_now();
     peak_bytes[1].store(bytes > 0 ? std::uint64_t(bytes) : 0, memory_order_relaxed);
     peak_blocks[1].store(blocks > 0 ? std::uint64_t(blocks) : 0, memory_order_relaxed);
   }
   cudamem::usage read(since from) const noexcept {
     const unsigned p = from == since::reset ? 1 : 0;
-    cudamem::usage out;
     std::uint64_t totals[counters];
     for (unsigned c = 0; c < counters; ++c) totals[c] = total(c);
-    out.bytes_in_use = std::int64_t(totals[allocated_bytes] - totals[freed_bytes]);
-    out.blocks_in_use = std::int64_t(totals[allocations] - totals[frees]);
+    cudamem::usage out;
+    out.bytes_in_use = std::int64_t(totals[bytes_in_use]);
+    out.blocks_in_use = std::int64_t(totals[blocks_in_use]);
     out.peak_bytes = peak_bytes[p].load(memory_order_relaxed);
     out.peak_blocks = peak_blocks[p].load(memory_order_relaxed);
-    for (unsigned c = 0; c < counters; ++c)
-      if (p == 1) totals[c] -= base[c].load(memory_order_relaxed);
     out.allocated_bytes = totals[allocated_bytes], out.allocations = totals[allocations];
-    out.freed_bytes = totals[freed_bytes], out.frees = totals[frees];
+    out.freed_bytes = totals[allocated_bytes] - totals[bytes_in_use];
+    out.frees = totals[allocations] - totals[blocks_in_use];
+    if (p == 1) {
+      out.allocated_bytes -= base[allocated_bytes].load(memory_order_relaxed);
+      out.allocations -= base[allocations].load(memory_order_relaxed);
+      out.freed_bytes -= base[bytes_in_use].load(memory_order_relaxed);
+      out.frees -= base[blocks_in_use].load(memory_order_relaxed);
+    }
     return out;
   }
 };
@@ -193,12 +222,11 @@ class ledger {
     for (detail::ledger_cell& cell : tables_->devices) cell.reset();
     for (detail::ledger_cell& cell : tables_->streams) cell.reset();
   }
-  /// True when no source and no device has a block outstanding: every allocation counted has been freed.
+  /// True when no source has a block outstanding: every allocation counted has been freed. (Devices are not asked: a
+  /// block freed on another device's stream counts on that device.)
   [[nodiscard]] bool balanced() const noexcept {
     if (!tables_) return true;
     for (const detail::ledger_cell& cell : tables_->sources)
-      if (cell.bytes_now() != 0 || cell.blocks_now() != 0) return false;
-    for (const detail::ledger_cell& cell : tables_->devices)
       if (cell.bytes_now() != 0 || cell.blocks_now() != 0) return false;
     return true;
   }
@@ -304,12 +332,13 @@ class statistics_resource {
   /// As the upstream's; counted when it succeeds.
   [[nodiscard]] result<void*> allocate(stream_ref s, std::size_t bytes, std::size_t alignment) noexcept {
     auto got = upstream_.allocate(s, bytes, alignment);
-    if (got && *got != nullptr) note(s, *got, bytes, false);
+    if (got && *got != nullptr) note(key_of(s), *got, bytes, false);
     return got;
   }
   /// As the upstream's; counted (a null `p` is not).
   void deallocate(stream_ref s, void* p, std::size_t bytes, std::size_t alignment) noexcept {
-    if (p != nullptr) note(s, p, bytes, true);  // first: the address is still a block's when the sink hears of it
+    if (p != nullptr)
+      note(key_of(s), p, bytes, true);  // first: the address is still a block's when the sink hears of it
     upstream_.deallocate(s, p, bytes, alignment);
   }
   /// This source's figures, with the upstream's cached bytes where it is a caching_pool.
@@ -339,12 +368,14 @@ class statistics_resource {
       };
     else return nullptr;
   }
-  static key key_of(stream_ref s) noexcept {
+  [[gnu::always_inline]] static key key_of(stream_ref s) noexcept {
     const std::uint64_t carried = detail::stream_identity::carried(s);
-    if (carried != detail::no_stream_id) [[likely]] {
-      auto where = s.device();
-      return {carried, where ? where->get() : -1};
-    }
+    if (const int known = detail::stream_identity::known_device(s); carried != detail::no_stream_id && known >= 0)
+        [[likely]]
+      return {carried, known};  // a stream object's reference: its id and device, no call
+    return key_asked(s);
+  }
+  [[gnu::noinline]] static key key_asked(stream_ref s) noexcept {  // default streams, raw handles: may ask CUDA
     if (!s.valid()) return {ledger::other_streams, -1};
     if (detail::is_default_stream(s.get())) {
       int device = -1;
@@ -380,12 +411,13 @@ class statistics_resource {
     used_.store(used + 1, detail::memory_order_release);
     return cell;
   }
-  void note(stream_ref s, const void* p, std::size_t bytes, bool is_free) noexcept {
+  // The key is read where the stream_ref arrives: passing the reference on costs store-forwarding stalls.
+  void note(const key k, const void* p, std::size_t bytes, bool is_free) noexcept {
     if (!book_.counts()) return;
-    const key k = key_of(s);
-    if (detail::ledger_cell* cell = cell_for(k)) cell->count(bytes, is_free);
-    book_.source_cell(source_).count(bytes, is_free);
-    book_.device_cell(k.device).count(bytes, is_free);
+    const void* const me = detail::thread_token();
+    if (detail::ledger_cell* cell = cell_for(k)) cell->count(bytes, is_free, me);
+    book_.source_cell(source_).count(bytes, is_free, me);
+    book_.device_cell(k.device).count(bytes, is_free, me);
     book_.tell(allocation_event{book_.tables_->names[source_], k.device, k.stream, p, bytes, is_free});
   }
   Upstream& upstream_;

@@ -10,6 +10,7 @@
 #include <vector>
 
 using namespace cudamem;
+using test::take;
 
 namespace {
 constexpr std::size_t gib = std::size_t{1} << 30;

@@ -980,8 +980,8 @@ TEST_CASE("out of memory: the hook runs between the release and the retry, sees 
   pool.deallocate(a, *got, 1800, 8);
 
   // Nothing the hook frees helps: the final error is CUDA's, with the figures of the cache before its release.
-  log.free_limit_to = 1024;
-  upstream.limit_bytes = 1024;
+  log.free_limit_to = 2048;
+  upstream.limit_bytes = 2048;  // the cached block's: nothing more fits, and 4096 does not fit after the release
   auto refused = pool.allocate(a, 4096, 8);
   REQUIRE_FALSE(refused);
   CHECK(refused.error() == cudaErrorMemoryAllocation);
