@@ -24,7 +24,8 @@
 namespace cudamem {
 
 /// Records every allocation and free of one ledger's sources to a JSON file, under a lock of its own (off unless
-/// open). Move-less: the ledger refers to it. Keep it open while no allocation through the ledger runs.
+/// open). Not movable: the ledger refers to it. The ledger must outlive it, or close() must come first; open and close
+/// it while no allocation through the ledger's sources runs.
 class trace_recorder {
  public:
   trace_recorder() noexcept = default;  ///< Records nothing until open().
