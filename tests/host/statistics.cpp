@@ -162,7 +162,8 @@ TEST_CASE("the ledger's figures per source, device and stream match a model, sin
   CHECK(book.balanced());
 }
 
-TEST_CASE("blocks allocated on one thread and freed on others balance, and every count arrives", "[statistics]") {
+TEST_CASE("blocks allocated on one thread and freed on others balance, and every count arrives",
+          "[statistics][concurrent]") {
   malloc_upstream upstream;
   ledger book;
   statistics_resource<malloc_upstream> counted(upstream, book, "threads");
