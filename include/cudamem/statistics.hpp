@@ -30,7 +30,10 @@ namespace cudamem {
 
 /// Which figures a view reads: since the ledger was made, or since its last reset() (peaks and totals; in-use figures
 /// are the same for both).
-enum class since : unsigned char { start, reset };
+enum class since : unsigned char {
+  start,  ///< since the ledger was made
+  reset,  ///< since its last reset()
+};
 
 /// One view of a ledger: a source, a device, or a stream of a source.
 struct usage {
@@ -57,8 +60,8 @@ struct allocation_event {
 /// Where a ledger sends its events: `record(context, event)`, called on the allocating thread, concurrently from
 /// several threads; it must not allocate through the ledger's sources.
 struct ledger_sink {
-  void (*record)(void* context, const allocation_event& event) noexcept = nullptr;
-  void* context = nullptr;
+  void (*record)(void* context, const allocation_event& event) noexcept = nullptr;  ///< called per event; null: none
+  void* context = nullptr;  ///< passed to record
 };
 
 /// A stream of a source, as for_each_stream gives it.
