@@ -34,7 +34,7 @@ def curves(events, key):
 
 def main(argv):
     if len(argv) != 3:
-        print(__doc__.strip().splitlines()[2].strip(), file=sys.stderr)
+        print("usage: python3 tools/plot_memory.py TRACE.json OUT.png", file=sys.stderr)
         return 2
     with open(argv[1]) as f:
         trace = json.load(f)
