@@ -3,6 +3,8 @@
 // same run. Prints a table (and JSON with --json FILE); ratio = cudamem / raw:
 //   1 MiB pair      one allocate + free of 1 MiB through device_buffer::allocate(n, s) (the registry lookup
 //                   included) vs cudaMallocAsync + cudaFreeAsync, ns per pair (lower is better; target <= 0.1)
+//   statistics on   the 1 MiB pair through a statistics_resource over the same pool (a ledger counting per device,
+//                   stream and source) vs the pool alone, ns per pair (lower is better; target <= 1.05)
 //   mixed trace     256 B to 64 MiB, log-uniform, over 4 streams with 16 blocks live, ns per pair (lower is better;
 //                   target <= 0.25)
 //   registry lookup allocator_for(s) on a registered stream against a budget of 20 ns (the raw column is the
@@ -17,6 +19,7 @@
 #include "harness.hpp"
 
 #include <cudamem/interop/thrust.hpp>
+#include <cudamem/statistics.hpp>
 
 #include <thrust/sort.h>
 
@@ -54,6 +57,15 @@ void one_size_row(std::vector<row>& rows, const options& opt, stream_ref s) {
         check(cudaFreeAsync(p, s.get()), "cudaFreeAsync");
       },
       [&](int) { (void)take(device_buffer<std::byte>::allocate(bytes, s), "device_buffer::allocate"); }));
+}
+
+// The same pair on two streams of the same pool: one registered with the pool, one with a ledger's adaptor over it.
+void statistics_row(std::vector<row>& rows, const options& opt, stream_ref plain, stream_ref counted) {
+  constexpr std::size_t bytes = std::size_t{1} << 20;
+  rows.push_back(pair_cost(
+      "alloc+free 1 MiB, statistics on vs off", opt, 1.05, {plain, counted},
+      [&](int) { (void)take(device_buffer<std::byte>::allocate(bytes, plain), "device_buffer::allocate"); },
+      [&](int) { (void)take(device_buffer<std::byte>::allocate(bytes, counted), "device_buffer::allocate"); }));
 }
 
 void mixed_trace_row(std::vector<row>& rows, const options& opt, const std::vector<stream_ref>& streams) {
@@ -198,13 +210,20 @@ int main(int argc, char** argv) {
     streams.push_back(owned.back());
     registrations.push_back(take(register_allocator(owned.back(), pool), "register_allocator"));
   }
+  ledger book;
+  statistics_resource<pool_type> counted(pool, book, "bench");
+  stream counted_stream = take(stream::create(), "stream::create");
+  const registration counted_registration = take(register_allocator(counted_stream, counted), "register_allocator");
   std::vector<row> rows;
   one_size_row(rows, opt, streams[0]);
+  statistics_row(rows, opt, streams[0], counted_stream);
   mixed_trace_row(rows, opt, streams);
   lookup_row(rows, opt, streams[0]);
   threads_row(rows, opt, pool);
   thrust_row(rows, opt, streams[0]);
   for (stream_ref s : streams) check(s.synchronize(), "stream::synchronize");
+  check(counted_stream.synchronize(), "stream::synchronize");
+  if (!book.balanced()) std::fprintf(stderr, "bench_alloc: the ledger does not balance\n");
   const caching_statistics st = pool.statistics();
   std::printf("pool: %zu upstream allocations, %zu reuses (%zu across streams), %zu out-of-memory retries\n\n",
               st.upstream_allocations, st.reused, st.reused_across_streams, st.out_of_memory_retries);

@@ -5,6 +5,7 @@
 ///
 ///     errc, error_domain; to_string(errc), to_string(error_domain)
 ///     error: code(), domain(), native_code(), cuda_status(), api(), call(), message(), is_sticky(), with_api(api)
+///     error::oom() -> const out_of_memory_info*   an allocation's failure: what was asked, what the device held
 ///     result<T>: has_value(), value(), error(), value_or, and_then, transform, or_else, transform_error (as expected)
 ///     status = result<void>                what a fallible call that produces nothing returns
 ///     CUDAMEM_TRY(expr)                    returns the error of a failed result or status
@@ -16,6 +17,7 @@
 #include <cudamem/detail/process_wide.hpp>
 
 #include <cstddef>
+#include <cstdint>
 #include <initializer_list>
 #include <new>
 #include <type_traits>
@@ -43,12 +45,14 @@ enum class errc : int {
   capture_active,    ///< a synchronous operation would break a stream capture in progress
   nccl,              ///< NCCL returned an error; error::native_code() is its ncclResult_t
   system,            ///< the operating system returned an error (a socket call); error::native_code() is its errno
+  out_of_memory_retry,  ///< given to a caching_pool's out-of-memory hook: the cache is given back, a retry follows
 };
 /// The name of an errc value, such as "extents_mismatch"; "unknown" for a value outside the enum.
 [[nodiscard]] constexpr const char* to_string(errc code) noexcept {
-  constexpr const char* names[] = {"cuda",    "invalid_argument", "out_of_range",  "size_overflow",  "extents_mismatch",
-                                   "overlap", "not_supported",    "out_of_memory", "capture_active", "nccl",
-                                   "system"};
+  constexpr const char* names[] = {"cuda",          "invalid_argument", "out_of_range",
+                                   "size_overflow", "extents_mismatch", "overlap",
+                                   "not_supported", "out_of_memory",    "capture_active",
+                                   "nccl",          "system",           "out_of_memory_retry"};
   const unsigned index = static_cast<unsigned>(code) - 1u;
   return index < sizeof names / sizeof *names ? names[index] : "unknown";
 }
@@ -65,6 +69,30 @@ enum class error_domain : unsigned char {
   constexpr const char* names[] = {"library", "cuda", "nccl", "system"};
   return static_cast<unsigned>(domain) < 4u ? names[static_cast<unsigned>(domain)] : "unknown";
 }
+
+/// What an allocation that failed for want of memory asked for, and what its device held at that moment
+/// (error::oom()). Gathered only on the failure path; a figure CUDA could not give reads 0 and has() says so.
+struct out_of_memory_info {
+  /// The groups of figures, as bits of `known`.
+  enum figure : unsigned {
+    device_memory = 1,  ///< device_free_bytes, device_total_bytes (cudaMemGetInfo)
+    pool = 2,           ///< pool_*: the device's current memory pool, cudaMallocAsync's (cudaMemPoolGetAttribute)
+    graphs = 4,         ///< graph_*: memory of graphs' allocation nodes (cudaDeviceGetGraphMemAttribute)
+    cache = 8,          ///< cached_bytes, largest_cached_block: a caching_pool's, before it gave them back
+  };
+  std::uint64_t requested_bytes = 0;       ///< what the failed allocation asked for (a caching pool: its size class)
+  std::uint64_t device_free_bytes = 0;     ///< free memory of the device
+  std::uint64_t device_total_bytes = 0;    ///< total memory of the device
+  std::uint64_t pool_reserved_bytes = 0;   ///< cudaMemPoolAttrReservedMemCurrent
+  std::uint64_t pool_used_bytes = 0;       ///< cudaMemPoolAttrUsedMemCurrent
+  std::uint64_t graph_reserved_bytes = 0;  ///< cudaGraphMemAttrReservedMemCurrent
+  std::uint64_t graph_used_bytes = 0;      ///< cudaGraphMemAttrUsedMemCurrent
+  std::uint64_t cached_bytes = 0;          ///< bytes the caching pool held in its caches when the upstream refused
+  std::uint64_t largest_cached_block = 0;  ///< the largest of those blocks
+  int device = -1;                         ///< the device's ordinal; -1: host memory, or not known
+  unsigned known = 0;                      ///< the figures read: bits of `figure`
+  [[nodiscard]] bool has(figure f) const noexcept { return (known & f) != 0; }  ///< Whether figures `f` were read.
+};
 
 /// What went wrong: who reported it, its code, the failed call and a one-line message. Trivially copyable.
 class error {
@@ -102,6 +130,11 @@ class error {
   [[nodiscard]] bool is_sticky() const noexcept { return is_sticky_status(cuda_status()); }  ///< Context lost.
   /// This error, naming the api `outer_api`.
   [[nodiscard]] error with_api(const char* outer_api) const noexcept;
+  /// What an allocation that ran out of memory asked for and found, readable without parsing the message; null for
+  /// every other error. Set by every cudamem resource's failed allocation (cudaErrorMemoryAllocation, out_of_memory).
+  [[nodiscard]] const out_of_memory_info* oom() const noexcept { return has_oom_ ? &oom_ : nullptr; }
+  /// This error carrying `info`, its figures at the end of the message (replacing those it had).
+  [[nodiscard]] error with_out_of_memory(const out_of_memory_info& info) const noexcept;
   /// Whether a CUDA status corrupts the context: the process must be restarted to use CUDA again.
   [[nodiscard]] static constexpr bool is_sticky_status(cudaError_t s) noexcept {
     return s == cudaErrorIllegalAddress || s == cudaErrorLaunchFailure || s == cudaErrorHardwareStackError ||
@@ -126,11 +159,15 @@ class error {
   [[gnu::format(printf, 2, 3)]] void append(const char* fmt, ...) noexcept;
   // Appends to the message; one that gets too long is cut and ends in "...".
   [[gnu::format(printf, 2, 0)]] void vappend(const char* fmt, __builtin_va_list args) noexcept;
+  void append_bytes(const char* label, std::uint64_t bytes) noexcept;  // "label 1.5 GiB"
   error_domain domain_;
   bool has_api_ = false;
   unsigned short detail_offset_ = 0;  // where the message continues after "api: "
   int native_;
-  std::size_t length_ = 0;
+  unsigned short length_ = 0;  // of text_, at most max_message
+  unsigned short figures_at_ = 0;  // where oom_'s figures begin in the message
+  bool has_oom_ = false;
+  out_of_memory_info oom_;  // 80 bytes: a copy with the error, so it stays trivially copyable
   char api_[max_name + 1] = {};
   char call_[max_name + 1] = {};
   char text_[max_message + 1] = {};
@@ -169,8 +206,48 @@ inline error error::with_api(const char* outer_api) const noexcept {
   error outer = *this;
   if (outer_api == nullptr && domain_ == error_domain::library) outer_api = "cudamem";
   outer.start(outer_api, domain_ == error_domain::library ? outer_api : call_);
+  const unsigned short begins = outer.length_;
   outer.append("%s", text_ + detail_offset_);
+  const int figures_at = begins + (figures_at_ - detail_offset_);  // the figures' place in the longer prefix
+  outer.figures_at_ = static_cast<unsigned short>(!has_oom_                    ? 0
+                                                  : figures_at < outer.length_ ? figures_at
+                                                                               : outer.length_);
   return outer;
+}
+inline error error::with_out_of_memory(const out_of_memory_info& info) const noexcept {
+  error out = *this;
+  if (out.has_oom_) out.length_ = out.figures_at_, out.text_[out.length_] = '\0';
+  out.has_oom_ = true;
+  out.oom_ = info;
+  out.figures_at_ = out.length_;
+  out.append_bytes("; asked", info.requested_bytes);
+  if (info.device >= 0) out.append(" on device %d", info.device);
+  if (info.has(out_of_memory_info::device_memory)) {
+    out.append_bytes(": free", info.device_free_bytes);
+    out.append_bytes(" of", info.device_total_bytes);
+  }
+  if (info.has(out_of_memory_info::pool)) {
+    out.append_bytes(", pool reserved", info.pool_reserved_bytes);
+    out.append_bytes(" used", info.pool_used_bytes);
+  }
+  if (info.has(out_of_memory_info::graphs)) {
+    out.append_bytes(", graphs reserved", info.graph_reserved_bytes);
+    out.append_bytes(" used", info.graph_used_bytes);
+  }
+  if (info.has(out_of_memory_info::cache)) {
+    out.append_bytes(", cache held", info.cached_bytes);
+    out.append_bytes(" (largest block", info.largest_cached_block);
+    out.append(")");
+  }
+  return out;
+}
+inline void error::append_bytes(const char* label, std::uint64_t bytes) noexcept {
+  if (bytes < 1024) return append("%s %llu B", label, static_cast<unsigned long long>(bytes));
+  const char* const units[] = {"KiB", "MiB", "GiB", "TiB", "PiB"};
+  double value = static_cast<double>(bytes) / 1024.0;
+  unsigned unit = 0;
+  while (value >= 1024.0 && unit < 4) value /= 1024.0, ++unit;
+  append("%s %.1f %s", label, value, units[unit]);
 }
 inline void error::start(const char* api, const char* call) noexcept {
   has_api_ = api != nullptr;
@@ -190,8 +267,9 @@ inline void error::vappend(const char* fmt, std::va_list args) noexcept {
   if (length_ >= max_message) return;
   const int written = std::vsnprintf(text_ + length_, sizeof text_ - length_, fmt, args);
   if (written < 0) return;
-  length_ += static_cast<std::size_t>(written);
-  if (length_ > max_message) length_ = max_message, std::memcpy(text_ + max_message - 3, "...", 3);
+  const std::size_t length = length_ + static_cast<std::size_t>(written);
+  length_ = static_cast<unsigned short>(length < max_message ? length : max_message);
+  if (length > max_message) std::memcpy(text_ + max_message - 3, "...", 3);
 }
 }  // namespace cudamem
 #endif
@@ -358,7 +436,7 @@ class [[nodiscard]] result<void> : public detail::result_base<result<void>> {
   }
 
  private:
-  bool has_value_;  // first: a success is written and tested at the front of a 376-byte status, not at its end
+  bool has_value_;  // first: a success is written and tested at the front of a 456-byte status, not at its end
   union {
     char none_ = 0;
     cudamem::error error_;

@@ -4,6 +4,7 @@
 ///
 ///     status set_pool_release_threshold(device_id, bytes = unlimited)   keep cudaMallocAsync's memory across syncs
 ///     caching_pool<Upstream>            free lists per (stream, size class); reuse across streams after an event
+///       set_out_of_memory_hook(hook, context)   called between the cache's release and the retry
 ///     statistics_adaptor<Upstream>      bytes and blocks outstanding, peak
 ///     limit_adaptor<Upstream>           a byte budget; over it: errc::out_of_memory naming the budget
 ///
@@ -11,6 +12,7 @@
 /// allocate returns null, deallocate accepts null. See docs/allocators.md.
 #pragma once
 
+#include <cudamem/detail/out_of_memory.hpp>
 #include <cudamem/detail/storage.hpp>
 #include <cudamem/detail/stream_identity.hpp>
 #include <cudamem/detail/stream_order.hpp>
@@ -48,6 +50,10 @@ struct caching_statistics {
   std::size_t upstream_allocations = 0;   ///< allocations the upstream served
   std::size_t out_of_memory_retries = 0;  ///< times the cache was given back after out-of-memory
 };
+
+/// What a caching_pool calls when its upstream runs out of memory, after it gave its cache back and before it retries
+/// once: `failure.code()` is errc::out_of_memory_retry, its oom() the figures (the cache's from before the release).
+using out_of_memory_hook = void (*)(const error& failure, void* context) noexcept;
 
 /// Caches blocks of `Upstream` per (stream, size class): reused on the freeing stream at once, on another stream of
 /// its device once an event shows the free done. A block freed on another device's stream goes back to the upstream.
@@ -109,6 +115,13 @@ class caching_pool {
     deallocate_checked(s, p, bytes);
   }
 
+  /// Calls `hook(failure, context)` on out-of-memory between the release of the cache and the retry (null: none), so
+  /// that the caller can free caches of its own; the hook runs with no lock of the pool held and must not allocate
+  /// from it. Thread-safe.
+  void set_out_of_memory_hook(out_of_memory_hook hook, void* context = nullptr) noexcept {
+    const detail::lock_guard<detail::mutex> lock(mutex_);
+    hook_ = hook, hook_context_ = context;
+  }
   void trim() noexcept { give_back(false); }  ///< Gives back the cached blocks known done; does not wait.
   void release() noexcept { give_back(true); }  ///< Waits for all cached blocks' streams, gives all back.
   // Neither gives back the blocks freed during captures: the destructor does.
@@ -241,16 +254,60 @@ class caching_pool {
       });
     };
     auto fresh = from_upstream();
-    if (!fresh && (fresh.error() == cudaErrorMemoryAllocation || fresh.error() == errc::out_of_memory)) {
-      release();
-      retries_.fetch_add(1, detail::memory_order_relaxed);
-      fresh = from_upstream();
-    }
+    if (!fresh && detail::is_out_of_memory(fresh.error()))
+      fresh = retry_after_out_of_memory(fresh.error(), cls.bytes, device, from_upstream);
     if (!fresh) return fresh.error();
     reserve(cls.bytes, 1);
     const detail::lock_guard<detail::spin_lock> lock(st->lock);
     st->in_use(cls.bytes, 1);
     return *fresh;
+  }
+  // The upstream refused `bytes` for `device` (-1: the current one): gives the cache back, calls the hook, retries once
+  // (`again`). A failure again carries the device's figures then and the cache's from before the release.
+  template <class Again>
+  [[gnu::cold, gnu::noinline]] result<void*> retry_after_out_of_memory(const error& refused, std::size_t bytes,
+                                                                       int device, Again& again) noexcept {
+    constexpr const char* api = "caching_pool::allocate";
+    const int on = device >= 0 ? device : order_.current_device();
+    out_of_memory_info before = refused.oom() != nullptr ? *refused.oom() : detail::device_figures(bytes, on);
+    before.requested_bytes = bytes;
+    cached_figures(before);
+    release();
+    retries_.fetch_add(1, detail::memory_order_relaxed);
+    out_of_memory_hook hook = nullptr;
+    void* context = nullptr;
+    {
+      const detail::lock_guard<detail::mutex> lock(mutex_);
+      hook = hook_, context = hook_context_;
+    }
+    if (hook != nullptr)
+      hook(error(errc::out_of_memory_retry, api, "out of memory; the cache was given back, one retry follows")
+               .with_out_of_memory(before),
+           context);
+    auto fresh = again();
+    if (fresh || !detail::is_out_of_memory(fresh.error())) return fresh;
+    out_of_memory_info after =
+        fresh.error().oom() != nullptr ? *fresh.error().oom() : detail::device_figures(bytes, on);
+    after.requested_bytes = bytes;
+    after.cached_bytes = before.cached_bytes, after.largest_cached_block = before.largest_cached_block;
+    after.known |= out_of_memory_info::cache;
+    return fresh.error().with_api(api).with_out_of_memory(after);
+  }
+  void cached_figures(out_of_memory_info& info) const noexcept {  // the blocks in the caches, and the largest
+    const detail::lock_guard<detail::mutex> lock(mutex_);
+    std::uint64_t bytes = 0, largest = 0;
+    const auto count = [&](std::size_t block_bytes, std::size_t blocks) {
+      bytes += block_bytes * blocks;
+      if (blocks != 0 && block_bytes > largest) largest = block_bytes;
+    };
+    for (const stream_state* st : states_) {
+      const detail::lock_guard<detail::spin_lock> st_lock(st->lock);
+      for (std::size_t c = 0; st->lists && c < detail::size_classes; ++c)
+        count(detail::size_class_bytes(c), st->lists[c].size());
+    }
+    for (const device_block& b : stranded_) count(b.bytes, 1);
+    info.cached_bytes = bytes, info.largest_cached_block = largest;
+    info.known |= out_of_memory_info::cache;
   }
   // False: `st` retired, or `p` is another device's block (it must not be handed out as `st`'s device's).
   [[gnu::always_inline]] bool cache(stream_state& st, void* p, detail::size_class cls, stream_ref s) noexcept {
@@ -521,6 +578,8 @@ class caching_pool {
   detail::vec<device_block> stranded_;  // finished, not yet given back
   detail::vec<device_block> captured_;  // freed during a capture: the graphs' until destruction
   std::size_t prune_from_ = 0;  // where the next search for a finished state to take over begins
+  out_of_memory_hook hook_ = nullptr;  // under mutex_, with its context
+  void* hook_context_ = nullptr;
   detail::atomic<stream_state*> slots_[max_streams] = {};
   detail::atomic<std::size_t> used_{0};
   stream_state overflow_{nullptr, 0, -1};
@@ -595,8 +654,10 @@ class limit_adaptor {
     std::size_t used = used_.load(detail::memory_order_relaxed);
     do {
       if (bytes > budget_ - used)
-        return error(errc::out_of_memory, "limit_adaptor::allocate",
-                     "%zu bytes would exceed the budget of %zu bytes (%zu in use)", bytes, budget_, used);
+        return detail::with_device_figures(
+            error(errc::out_of_memory, "limit_adaptor::allocate",
+                  "%zu bytes would exceed the budget of %zu bytes (%zu in use)", bytes, budget_, used),
+            bytes, -1);
     } while (!used_.compare_exchange_weak(used, used + bytes, detail::memory_order_relaxed));
     auto got = upstream_.allocate(s, bytes, alignment);
     if (!got) used_.fetch_sub(bytes, detail::memory_order_relaxed);

@@ -9,9 +9,11 @@
 ///     resource_ref<K>(r)                   non-owning, two pointers; allocate, deallocate, ==
 ///     default_resource<K>([stream_ordered])   what a buffer uses when given none
 ///     Resources compare equal when either can free what the other allocated: stateless ones always.
+///     Out of memory: the error's oom() has the figures (request, device free/total, pool, graphs).
 #pragma once
 
 #include <cudamem/detail/capture.hpp>
+#include <cudamem/detail/out_of_memory.hpp>
 #include <cudamem/detail/process_wide.hpp>
 #include <cudamem/kind.hpp>
 #include <cudamem/stream.hpp>
@@ -59,7 +61,9 @@ struct cuda_resource {
     const cudaError_t code = is_pinned    ? cudaMallocHost(&raw, bytes)
                              : is_managed ? cudaMallocManaged(&raw, bytes, cudaMemAttachGlobal)
                                           : cudaMalloc(&raw, bytes);
-    CUDAMEM_TRY(check(code, nullptr, allocate_name));
+    if (code != cudaSuccess) [[unlikely]]
+      return with_device_figures(check(code, nullptr, allocate_name).error(), bytes,
+                                 is_pinned ? -1 : current_ordinal());
     return raw;
   }
   void deallocate(stream_ref, void* p, std::size_t, std::size_t) noexcept {
@@ -109,7 +113,8 @@ struct device_pool_resource {
     CUDAMEM_TRY(detail::check_alignment(alignment, api));
     if (auto where = s.device()) CUDAMEM_TRY(detail::require_memory_pools(*where, api));
     void* raw = nullptr;
-    CUDAMEM_TRY(detail::check(cudaMallocAsync(&raw, bytes, s.get()), nullptr, api));
+    if (const cudaError_t code = cudaMallocAsync(&raw, bytes, s.get()); code != cudaSuccess) [[unlikely]]
+      return failed(detail::check(code, nullptr, api).error(), s, bytes);
     return raw;
   }
   /// Frees (failures: release handler).
@@ -118,6 +123,13 @@ struct device_pool_resource {
   }
   /// Stateless: any two are equal (either frees what the other allocated).
   friend bool operator==(const device_pool_resource&, const device_pool_resource&) noexcept = default;
+
+ private:
+  [[gnu::cold, gnu::noinline]] static error failed(const error& failure, stream_ref s, std::size_t bytes) noexcept {
+    if (!detail::is_out_of_memory(failure)) return failure;
+    auto where = s.device();  // a capturing stream given without its device: the current one
+    return detail::with_device_figures(failure, bytes, where ? where->get() : detail::current_ordinal());
+  }
 };
 static_assert(memory_resource_for<device_pool_resource, device>);
 
@@ -128,7 +140,8 @@ struct host_resource {
   [[nodiscard]] result<void*> allocate(stream_ref, std::size_t bytes, std::size_t alignment) noexcept {
     CUDAMEM_TRY(detail::check_alignment(alignment, "operator new", false));
     void* raw = ::operator new(bytes, std::align_val_t{aligned(alignment)}, std::nothrow);
-    if (raw == nullptr) return error(errc::out_of_memory, "operator new", "out of host memory (%zu bytes)", bytes);
+    if (raw == nullptr) [[unlikely]]
+      return detail::with_device_figures(error(errc::out_of_memory, "operator new", "out of host memory"), bytes, -1);
     return raw;
   }
   /// Frees.

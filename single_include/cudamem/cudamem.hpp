@@ -27,12 +27,14 @@
 // Edit the headers under include/cudamem/ and run `python3 tools/amalgamate.py`.
 
 /// \file
-/// The umbrella header: every public header but those in interop/ and copy_many.hpp (batched copies), which a file
+/// The umbrella header: every public header but those in interop/, trace.hpp (file output: include it where you record
+/// a trace) and copy_many.hpp (batched copies), which a file
 /// that makes batched copies includes itself: it needs `<ranges>` and `<algorithm>`, which would cost every other file
 /// that includes the umbrella about two seconds of compile time (docs/decisions.md).
 ///
 ///     error, kind, device, stream, ptr, span, pitched_span       errors; kinds; devices; streams; views
 ///     resource, buffer, pitched, host_register, registry, pool   where memory comes from, and its owners
+///     statistics                                                 the ledger: usage per device, stream, source
 ///     copy, peer                                                 copies and fills; peer access
 #pragma once
 
@@ -680,6 +682,7 @@ class device_id {
 ///
 ///     errc, error_domain; to_string(errc), to_string(error_domain)
 ///     error: code(), domain(), native_code(), cuda_status(), api(), call(), message(), is_sticky(), with_api(api)
+///     error::oom() -> const out_of_memory_info*   an allocation's failure: what was asked, what the device held
 ///     result<T>: has_value(), value(), error(), value_or, and_then, transform, or_else, transform_error (as expected)
 ///     status = result<void>                what a fallible call that produces nothing returns
 ///     CUDAMEM_TRY(expr)                    returns the error of a failed result or status
@@ -688,6 +691,7 @@ class device_id {
 
 
 #include <cstddef>
+#include <cstdint>
 #include <initializer_list>
 #include <new>
 #include <type_traits>
@@ -715,12 +719,13 @@ enum class errc : int {
   capture_active,    ///< a synchronous operation would break a stream capture in progress
   nccl,              ///< NCCL returned an error; error::native_code() is its ncclResult_t
   system,            ///< the operating system returned an error (a socket call); error::native_code() is its errno
+  out_of_memory_retry,  ///< given to a caching_pool's out-of-memory hook: the cache is given back, a retry follows
 };
 /// The name of an errc value, such as "extents_mismatch"; "unknown" for a value outside the enum.
 [[nodiscard]] constexpr const char* to_string(errc code) noexcept {
   constexpr const char* names[] = {"cuda",    "invalid_argument", "out_of_range",  "size_overflow",  "extents_mismatch",
                                    "overlap", "not_supported",    "out_of_memory", "capture_active", "nccl",
-                                   "system"};
+                                   "system",  "out_of_memory_retry"};
   const unsigned index = static_cast<unsigned>(code) - 1u;
   return index < sizeof names / sizeof *names ? names[index] : "unknown";
 }
@@ -737,6 +742,30 @@ enum class error_domain : unsigned char {
   constexpr const char* names[] = {"library", "cuda", "nccl", "system"};
   return static_cast<unsigned>(domain) < 4u ? names[static_cast<unsigned>(domain)] : "unknown";
 }
+
+/// What an allocation that failed for want of memory asked for, and what its device held at that moment
+/// (error::oom()). Gathered only on the failure path; a figure CUDA could not give reads 0 and has() says so.
+struct out_of_memory_info {
+  /// The groups of figures, as bits of `known`.
+  enum figure : unsigned {
+    device_memory = 1,  ///< device_free_bytes, device_total_bytes (cudaMemGetInfo)
+    pool = 2,           ///< pool_*: the device's current memory pool, cudaMallocAsync's (cudaMemPoolGetAttribute)
+    graphs = 4,         ///< graph_*: memory of graphs' allocation nodes (cudaDeviceGetGraphMemAttribute)
+    cache = 8,          ///< cached_bytes, largest_cached_block: a caching_pool's, before it gave them back
+  };
+  std::uint64_t requested_bytes = 0;       ///< what the failed allocation asked for (a caching pool: its size class)
+  std::uint64_t device_free_bytes = 0;     ///< free memory of the device
+  std::uint64_t device_total_bytes = 0;    ///< total memory of the device
+  std::uint64_t pool_reserved_bytes = 0;   ///< cudaMemPoolAttrReservedMemCurrent
+  std::uint64_t pool_used_bytes = 0;       ///< cudaMemPoolAttrUsedMemCurrent
+  std::uint64_t graph_reserved_bytes = 0;  ///< cudaGraphMemAttrReservedMemCurrent
+  std::uint64_t graph_used_bytes = 0;      ///< cudaGraphMemAttrUsedMemCurrent
+  std::uint64_t cached_bytes = 0;          ///< bytes the caching pool held in its caches when the upstream refused
+  std::uint64_t largest_cached_block = 0;  ///< the largest of those blocks
+  int device = -1;                         ///< the device's ordinal; -1: host memory, or not known
+  unsigned known = 0;                      ///< the figures read: bits of `figure`
+  [[nodiscard]] bool has(figure f) const noexcept { return (known & f) != 0; }  ///< Whether figures `f` were read.
+};
 
 /// What went wrong: who reported it, its code, the failed call and a one-line message. Trivially copyable.
 class error {
@@ -774,6 +803,11 @@ class error {
   [[nodiscard]] bool is_sticky() const noexcept { return is_sticky_status(cuda_status()); }  ///< Context lost.
   /// This error, naming the api `outer_api`.
   [[nodiscard]] error with_api(const char* outer_api) const noexcept;
+  /// What an allocation that ran out of memory asked for and found, readable without parsing the message; null for
+  /// every other error. Set by every cudamem resource's failed allocation (cudaErrorMemoryAllocation, out_of_memory).
+  [[nodiscard]] const out_of_memory_info* oom() const noexcept { return has_oom_ ? &oom_ : nullptr; }
+  /// This error carrying `info`, its figures at the end of the message (replacing those it had).
+  [[nodiscard]] error with_out_of_memory(const out_of_memory_info& info) const noexcept;
   /// Whether a CUDA status corrupts the context: the process must be restarted to use CUDA again.
   [[nodiscard]] static constexpr bool is_sticky_status(cudaError_t s) noexcept {
     return s == cudaErrorIllegalAddress || s == cudaErrorLaunchFailure || s == cudaErrorHardwareStackError ||
@@ -798,11 +832,15 @@ class error {
   [[gnu::format(printf, 2, 3)]] void append(const char* fmt, ...) noexcept;
   // Appends to the message; one that gets too long is cut and ends in "...".
   [[gnu::format(printf, 2, 0)]] void vappend(const char* fmt, __builtin_va_list args) noexcept;
+  void append_bytes(const char* label, std::uint64_t bytes) noexcept;  // "label 1.5 GiB"
   error_domain domain_;
   bool has_api_ = false;
   unsigned short detail_offset_ = 0;  // where the message continues after "api: "
   int native_;
-  std::size_t length_ = 0;
+  unsigned short length_ = 0;  // of text_, at most max_message
+  unsigned short figures_at_ = 0;  // where oom_'s figures begin in the message
+  bool has_oom_ = false;
+  out_of_memory_info oom_;  // 80 bytes: a copy with the error, so it stays trivially copyable
   char api_[max_name + 1] = {};
   char call_[max_name + 1] = {};
   char text_[max_message + 1] = {};
@@ -841,8 +879,48 @@ inline error error::with_api(const char* outer_api) const noexcept {
   error outer = *this;
   if (outer_api == nullptr && domain_ == error_domain::library) outer_api = "cudamem";
   outer.start(outer_api, domain_ == error_domain::library ? outer_api : call_);
+  const unsigned short begins = outer.length_;
   outer.append("%s", text_ + detail_offset_);
+  const int figures_at = begins + (figures_at_ - detail_offset_);  // the figures' place in the longer prefix
+  outer.figures_at_ = static_cast<unsigned short>(!has_oom_                    ? 0
+                                                  : figures_at < outer.length_ ? figures_at
+                                                                               : outer.length_);
   return outer;
+}
+inline error error::with_out_of_memory(const out_of_memory_info& info) const noexcept {
+  error out = *this;
+  if (out.has_oom_) out.length_ = out.figures_at_, out.text_[out.length_] = '\0';
+  out.has_oom_ = true;
+  out.oom_ = info;
+  out.figures_at_ = out.length_;
+  out.append_bytes("; asked", info.requested_bytes);
+  if (info.device >= 0) out.append(" on device %d", info.device);
+  if (info.has(out_of_memory_info::device_memory)) {
+    out.append_bytes(": free", info.device_free_bytes);
+    out.append_bytes(" of", info.device_total_bytes);
+  }
+  if (info.has(out_of_memory_info::pool)) {
+    out.append_bytes(", pool reserved", info.pool_reserved_bytes);
+    out.append_bytes(" used", info.pool_used_bytes);
+  }
+  if (info.has(out_of_memory_info::graphs)) {
+    out.append_bytes(", graphs reserved", info.graph_reserved_bytes);
+    out.append_bytes(" used", info.graph_used_bytes);
+  }
+  if (info.has(out_of_memory_info::cache)) {
+    out.append_bytes(", cache held", info.cached_bytes);
+    out.append_bytes(" (largest block", info.largest_cached_block);
+    out.append(")");
+  }
+  return out;
+}
+inline void error::append_bytes(const char* label, std::uint64_t bytes) noexcept {
+  if (bytes < 1024) return append("%s %llu B", label, static_cast<unsigned long long>(bytes));
+  const char* const units[] = {"KiB", "MiB", "GiB", "TiB", "PiB"};
+  double value = static_cast<double>(bytes) / 1024.0;
+  unsigned unit = 0;
+  while (value >= 1024.0 && unit < 4) value /= 1024.0, ++unit;
+  append("%s %.1f %s", label, value, units[unit]);
 }
 inline void error::start(const char* api, const char* call) noexcept {
   has_api_ = api != nullptr;
@@ -862,8 +940,9 @@ inline void error::vappend(const char* fmt, std::va_list args) noexcept {
   if (length_ >= max_message) return;
   const int written = std::vsnprintf(text_ + length_, sizeof text_ - length_, fmt, args);
   if (written < 0) return;
-  length_ += static_cast<std::size_t>(written);
-  if (length_ > max_message) length_ = max_message, std::memcpy(text_ + max_message - 3, "...", 3);
+  const std::size_t length = length_ + static_cast<std::size_t>(written);
+  length_ = static_cast<unsigned short>(length < max_message ? length : max_message);
+  if (length > max_message) std::memcpy(text_ + max_message - 3, "...", 3);
 }
 }  // namespace cudamem
 #endif
@@ -1030,7 +1109,7 @@ class [[nodiscard]] result<void> : public detail::result_base<result<void>> {
   }
 
  private:
-  bool has_value_;  // first: a success is written and tested at the front of a 376-byte status, not at its end
+  bool has_value_;  // first: a success is written and tested at the front of a 456-byte status, not at its end
   union {
     char none_ = 0;
     cudamem::error error_;
@@ -1726,6 +1805,8 @@ namespace cudamem::detail {
 struct stream_identity {
   /// The id a stream object's ref() carries (recorded when the object was made), else no_stream_id. No CUDA call.
   static std::uint64_t carried(stream_ref s) noexcept { return s.id_; }
+  /// The device ordinal the reference was made with (negative: not known). No CUDA call.
+  static int known_device(stream_ref s) noexcept { return s.device_; }
   /// A reference as a stream object's ref() makes it, for tests over made-up handles and ids.
   static stream_ref make(cudaStream_t handle, device_id device, std::uint64_t id) noexcept {
     return stream_ref(handle, device.get(), id);
@@ -2102,7 +2183,74 @@ template <class V>
 ///     resource_ref<K>(r)                   non-owning, two pointers; allocate, deallocate, ==
 ///     default_resource<K>([stream_ordered])   what a buffer uses when given none
 ///     Resources compare equal when either can free what the other allocated: stateless ones always.
+///     Out of memory: the error's oom() has the figures (request, device free/total, pool, graphs).
 
+// cudamem, internal: the figures an out-of-memory error carries (error::oom()), read from CUDA only once an allocation
+// has failed. Every query runs with the failing device current and in relaxed capture mode (none of them joins or
+// breaks a capture); a query CUDA refuses leaves its figures unknown and its error cleared unless sticky.
+
+
+#include <cstdint>
+
+namespace cudamem::detail {
+
+/// Whether `e` says an allocation found too little memory: CUDA's cudaErrorMemoryAllocation, or cudamem's
+/// out_of_memory.
+inline bool is_out_of_memory(const error& e) noexcept {
+  return e == cudaErrorMemoryAllocation || e == errc::out_of_memory;
+}
+
+inline bool read_figure(cudaError_t code) noexcept {  // a query's success; its error cleared unless sticky
+  if (code == cudaSuccess) return true;
+  if (!error::is_sticky_status(code)) (void)cudaGetLastError();
+  return false;
+}
+
+/// The figures of device `device` (-1: none, host memory) for a request of `bytes`: free and total memory, the
+/// current memory pool's reserved and used bytes, the graphs' reserved and used bytes.
+[[gnu::cold, gnu::noinline]] inline out_of_memory_info device_figures(std::size_t bytes, int device) noexcept {
+  out_of_memory_info info;
+  info.requested_bytes = bytes;
+  info.device = device;
+  if (device < 0) return info;
+  relaxed_capture_scope relaxed;
+  auto guard = device_guard::set(device_id(device));
+  if (!guard) return info;
+  std::size_t free_bytes = 0, total_bytes = 0;
+  if (read_figure(cudaMemGetInfo(&free_bytes, &total_bytes))) {
+    info.device_free_bytes = free_bytes, info.device_total_bytes = total_bytes;
+    info.known |= out_of_memory_info::device_memory;
+  }
+  cudaMemPool_t pool = nullptr;
+  std::uint64_t reserved = 0, used = 0;  // cuuint64_t, as the attributes are read
+  if (read_figure(cudaDeviceGetMemPool(&pool, device)) &&
+      read_figure(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrReservedMemCurrent, &reserved)) &&
+      read_figure(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrUsedMemCurrent, &used))) {
+    info.pool_reserved_bytes = reserved, info.pool_used_bytes = used;
+    info.known |= out_of_memory_info::pool;
+  }
+  if (read_figure(cudaDeviceGetGraphMemAttribute(device, cudaGraphMemAttrReservedMemCurrent, &reserved)) &&
+      read_figure(cudaDeviceGetGraphMemAttribute(device, cudaGraphMemAttrUsedMemCurrent, &used))) {
+    info.graph_reserved_bytes = reserved, info.graph_used_bytes = used;
+    info.known |= out_of_memory_info::graphs;
+  }
+  return info;
+}
+
+/// `failure` carrying the figures of `device` for `bytes`, where it says out of memory; else `failure` as it is.
+[[gnu::cold, gnu::noinline]] inline error with_device_figures(const error& failure, std::size_t bytes,
+                                                              int device) noexcept {
+  if (!is_out_of_memory(failure)) return failure;
+  return failure.with_out_of_memory(device_figures(bytes, device));
+}
+
+/// The current device's ordinal, -1 if CUDA cannot say.
+inline int current_ordinal() noexcept {
+  int device = -1;
+  return read_figure(cudaGetDevice(&device)) ? device : -1;
+}
+
+}  // namespace cudamem::detail
 /// \file
 /// Memory kinds as types, their traits, and the copy rules between them, in one place.
 ///
@@ -2216,7 +2364,9 @@ struct cuda_resource {
     const cudaError_t code = is_pinned    ? cudaMallocHost(&raw, bytes)
                              : is_managed ? cudaMallocManaged(&raw, bytes, cudaMemAttachGlobal)
                                           : cudaMalloc(&raw, bytes);
-    CUDAMEM_TRY(check(code, nullptr, allocate_name));
+    if (code != cudaSuccess) [[unlikely]]
+      return with_device_figures(check(code, nullptr, allocate_name).error(), bytes,
+                                 is_pinned ? -1 : current_ordinal());
     return raw;
   }
   void deallocate(stream_ref, void* p, std::size_t, std::size_t) noexcept {
@@ -2266,7 +2416,8 @@ struct device_pool_resource {
     CUDAMEM_TRY(detail::check_alignment(alignment, api));
     if (auto where = s.device()) CUDAMEM_TRY(detail::require_memory_pools(*where, api));
     void* raw = nullptr;
-    CUDAMEM_TRY(detail::check(cudaMallocAsync(&raw, bytes, s.get()), nullptr, api));
+    if (const cudaError_t code = cudaMallocAsync(&raw, bytes, s.get()); code != cudaSuccess) [[unlikely]]
+      return failed(detail::check(code, nullptr, api).error(), s, bytes);
     return raw;
   }
   /// Frees (failures: release handler).
@@ -2275,6 +2426,13 @@ struct device_pool_resource {
   }
   /// Stateless: any two are equal (either frees what the other allocated).
   friend bool operator==(const device_pool_resource&, const device_pool_resource&) noexcept = default;
+
+ private:
+  [[gnu::cold, gnu::noinline]] static error failed(const error& failure, stream_ref s, std::size_t bytes) noexcept {
+    if (!detail::is_out_of_memory(failure)) return failure;
+    auto where = s.device();  // a capturing stream given without its device: the current one
+    return detail::with_device_figures(failure, bytes, where ? where->get() : detail::current_ordinal());
+  }
 };
 static_assert(memory_resource_for<device_pool_resource, device>);
 
@@ -2285,7 +2443,8 @@ struct host_resource {
   [[nodiscard]] result<void*> allocate(stream_ref, std::size_t bytes, std::size_t alignment) noexcept {
     CUDAMEM_TRY(detail::check_alignment(alignment, "operator new", false));
     void* raw = ::operator new(bytes, std::align_val_t{aligned(alignment)}, std::nothrow);
-    if (raw == nullptr) return error(errc::out_of_memory, "operator new", "out of host memory (%zu bytes)", bytes);
+    if (raw == nullptr) [[unlikely]]
+      return detail::with_device_figures(error(errc::out_of_memory, "operator new", "out of host memory"), bytes, -1);
     return raw;
   }
   /// Frees.
@@ -4396,6 +4555,7 @@ using managed_pitched_buffer = pitched_buffer<T, managed>;  ///< Owning pitched 
 ///
 ///     status set_pool_release_threshold(device_id, bytes = unlimited)   keep cudaMallocAsync's memory across syncs
 ///     caching_pool<Upstream>            free lists per (stream, size class); reuse across streams after an event
+///       set_out_of_memory_hook(hook, context)   called between the cache's release and the retry
 ///     statistics_adaptor<Upstream>      bytes and blocks outstanding, peak
 ///     limit_adaptor<Upstream>           a byte budget; over it: errc::out_of_memory naming the budget
 ///
@@ -4616,6 +4776,10 @@ struct caching_statistics {
   std::size_t out_of_memory_retries = 0;  ///< times the cache was given back after out-of-memory
 };
 
+/// What a caching_pool calls when its upstream runs out of memory, after it gave its cache back and before it retries
+/// once: `failure.code()` is errc::out_of_memory_retry, its oom() the figures (the cache's from before the release).
+using out_of_memory_hook = void (*)(const error& failure, void* context) noexcept;
+
 /// Caches blocks of `Upstream` per (stream, size class): reused on the freeing stream at once, on another stream of
 /// its device once an event shows the free done. A block freed on another device's stream goes back to the upstream.
 /// Out of memory: gives the cache back, retries once. Thread-safe; caches for max_streams streams (finished caches
@@ -4676,6 +4840,13 @@ class caching_pool {
     deallocate_checked(s, p, bytes);
   }
 
+  /// Calls `hook(failure, context)` on out-of-memory between the release of the cache and the retry (null: none), so
+  /// that the caller can free caches of its own; the hook runs with no lock of the pool held and must not allocate
+  /// from it. Thread-safe.
+  void set_out_of_memory_hook(out_of_memory_hook hook, void* context = nullptr) noexcept {
+    const detail::lock_guard<detail::mutex> lock(mutex_);
+    hook_ = hook, hook_context_ = context;
+  }
   void trim() noexcept { give_back(false); }  ///< Gives back the cached blocks known done; does not wait.
   void release() noexcept { give_back(true); }  ///< Waits for all cached blocks' streams, gives all back.
   // Neither gives back the blocks freed during captures: the destructor does.
@@ -4808,16 +4979,60 @@ class caching_pool {
       });
     };
     auto fresh = from_upstream();
-    if (!fresh && (fresh.error() == cudaErrorMemoryAllocation || fresh.error() == errc::out_of_memory)) {
-      release();
-      retries_.fetch_add(1, detail::memory_order_relaxed);
-      fresh = from_upstream();
-    }
+    if (!fresh && detail::is_out_of_memory(fresh.error()))
+      fresh = retry_after_out_of_memory(fresh.error(), cls.bytes, device, from_upstream);
     if (!fresh) return fresh.error();
     reserve(cls.bytes, 1);
     const detail::lock_guard<detail::spin_lock> lock(st->lock);
     st->in_use(cls.bytes, 1);
     return *fresh;
+  }
+  // The upstream refused `bytes` for `device` (-1: the current one): gives the cache back, calls the hook, retries once
+  // (`again`). A failure again carries the device's figures then and the cache's from before the release.
+  template <class Again>
+  [[gnu::cold, gnu::noinline]] result<void*> retry_after_out_of_memory(const error& refused, std::size_t bytes,
+                                                                       int device, Again& again) noexcept {
+    constexpr const char* api = "caching_pool::allocate";
+    const int on = device >= 0 ? device : order_.current_device();
+    out_of_memory_info before = refused.oom() != nullptr ? *refused.oom() : detail::device_figures(bytes, on);
+    before.requested_bytes = bytes;
+    cached_figures(before);
+    release();
+    retries_.fetch_add(1, detail::memory_order_relaxed);
+    out_of_memory_hook hook = nullptr;
+    void* context = nullptr;
+    {
+      const detail::lock_guard<detail::mutex> lock(mutex_);
+      hook = hook_, context = hook_context_;
+    }
+    if (hook != nullptr)
+      hook(error(errc::out_of_memory_retry, api, "out of memory; the cache was given back, one retry follows")
+               .with_out_of_memory(before),
+           context);
+    auto fresh = again();
+    if (fresh || !detail::is_out_of_memory(fresh.error())) return fresh;
+    out_of_memory_info after =
+        fresh.error().oom() != nullptr ? *fresh.error().oom() : detail::device_figures(bytes, on);
+    after.requested_bytes = bytes;
+    after.cached_bytes = before.cached_bytes, after.largest_cached_block = before.largest_cached_block;
+    after.known |= out_of_memory_info::cache;
+    return fresh.error().with_api(api).with_out_of_memory(after);
+  }
+  void cached_figures(out_of_memory_info& info) const noexcept {  // the blocks in the caches, and the largest
+    const detail::lock_guard<detail::mutex> lock(mutex_);
+    std::uint64_t bytes = 0, largest = 0;
+    const auto count = [&](std::size_t block_bytes, std::size_t blocks) {
+      bytes += block_bytes * blocks;
+      if (blocks != 0 && block_bytes > largest) largest = block_bytes;
+    };
+    for (const stream_state* st : states_) {
+      const detail::lock_guard<detail::spin_lock> st_lock(st->lock);
+      for (std::size_t c = 0; st->lists && c < detail::size_classes; ++c)
+        count(detail::size_class_bytes(c), st->lists[c].size());
+    }
+    for (const device_block& b : stranded_) count(b.bytes, 1);
+    info.cached_bytes = bytes, info.largest_cached_block = largest;
+    info.known |= out_of_memory_info::cache;
   }
   // False: `st` retired, or `p` is another device's block (it must not be handed out as `st`'s device's).
   [[gnu::always_inline]] bool cache(stream_state& st, void* p, detail::size_class cls, stream_ref s) noexcept {
@@ -5088,6 +5303,8 @@ class caching_pool {
   detail::vec<device_block> stranded_;  // finished, not yet given back
   detail::vec<device_block> captured_;  // freed during a capture: the graphs' until destruction
   std::size_t prune_from_ = 0;  // where the next search for a finished state to take over begins
+  out_of_memory_hook hook_ = nullptr;  // under mutex_, with its context
+  void* hook_context_ = nullptr;
   detail::atomic<stream_state*> slots_[max_streams] = {};
   detail::atomic<std::size_t> used_{0};
   stream_state overflow_{nullptr, 0, -1};
@@ -5162,8 +5379,10 @@ class limit_adaptor {
     std::size_t used = used_.load(detail::memory_order_relaxed);
     do {
       if (bytes > budget_ - used)
-        return error(errc::out_of_memory, "limit_adaptor::allocate",
-                     "%zu bytes would exceed the budget of %zu bytes (%zu in use)", bytes, budget_, used);
+        return detail::with_device_figures(
+            error(errc::out_of_memory, "limit_adaptor::allocate",
+                  "%zu bytes would exceed the budget of %zu bytes (%zu in use)", bytes, budget_, used),
+            bytes, -1);
     } while (!used_.compare_exchange_weak(used, used + bytes, detail::memory_order_relaxed));
     auto got = upstream_.allocate(s, bytes, alignment);
     if (!got) used_.fetch_sub(bytes, detail::memory_order_relaxed);
@@ -5189,5 +5408,439 @@ bool operator==(const limit_adaptor<Upstream>& a, const limit_adaptor<Upstream>&
   return &a == &b;
 }
 static_assert(memory_resource_for<limit_adaptor<device_pool_resource>, device>);
+
+}  // namespace cudamem
+/// \file
+/// A ledger of allocations across resources, per device, per stream and per source, and the adaptor that reports into
+/// it. A source is one statistics_resource: register it on streams, and it is the ledger's view of those registrations.
+///
+///     ledger book;                                    thread-safe; outlives its sources
+///     statistics_resource<Upstream> counted(upstream, book, "name")   counts what goes through it into `book`
+///     counted.usage([since])   counted.usage(stream, [since])   book.device(id, [since])            -> usage
+///     book.for_each_stream(f(const ledger_row&))   book.for_each_source(f(const char* name, const usage&))
+///     book.reset()          peaks from now, totals from zero: what since::reset reads
+///     book.balanced()       no source holds a block
+///     book.attach(sink) / detach()   each allocation and free to a recorder (trace.hpp writes a Chrome trace)
+///     usage: bytes_in_use, blocks_in_use, peak_bytes, peak_blocks, allocated_bytes, allocations, freed_bytes, frees,
+///            cached_bytes (a source over a caching_pool: bytes cached there, not in use)
+///
+/// The hot path takes no lock and, on the thread that first used a stream, no atomic read-modify-write. Counts are in
+/// bytes as asked of the adaptor. See docs/allocators.md ("The ledger").
+
+
+#include <cstddef>
+#include <cstdint>
+#include <new>
+
+namespace cudamem {
+
+/// Which figures a view reads: since the ledger was made, or since its last reset() (peaks and totals; in-use figures
+/// are the same for both).
+enum class since : unsigned char {
+  start,  ///< since the ledger was made
+  reset,  ///< since its last reset()
+};
+
+/// One view of a ledger: a source, a device, or a stream of a source.
+struct usage {
+  std::int64_t bytes_in_use = 0;  ///< allocated minus freed (a stream's can be negative: freed on another stream)
+  std::int64_t blocks_in_use = 0;  ///< allocations minus frees
+  std::uint64_t peak_bytes = 0;  ///< the most bytes_in_use has been
+  std::uint64_t peak_blocks = 0;  ///< the most blocks_in_use has been
+  std::uint64_t allocated_bytes = 0;  ///< bytes of all allocations
+  std::uint64_t allocations = 0;  ///< allocations
+  std::uint64_t freed_bytes = 0;  ///< bytes of all frees
+  std::uint64_t frees = 0;  ///< frees
+  std::uint64_t cached_bytes = 0;  ///< a source over a caching_pool: bytes the pool caches (not in use); else 0
+};
+
+/// What a ledger tells its sink of each allocation and free, as it happens.
+struct allocation_event {
+  const char* source;  ///< the statistics_resource's name
+  int device;  ///< the stream's device (-1: unknown)
+  std::uint64_t stream;  ///< the stream's key (ledger_row::stream)
+  const void* address;  ///< the block
+  std::size_t bytes;  ///< as asked
+  bool is_free;  ///< a free, else an allocation
+};
+/// Where a ledger sends its events: `record(context, event)`, called on the allocating thread, concurrently from
+/// several threads; it must not allocate through the ledger's sources.
+struct ledger_sink {
+  void (*record)(void* context, const allocation_event& event) noexcept = nullptr;  ///< called per event; null: none
+  void* context = nullptr;  ///< passed to record
+};
+
+/// A stream of a source, as for_each_stream gives it.
+struct ledger_row {
+  const char* source;  ///< the statistics_resource's name
+  int device;  ///< the stream's device (-1: unknown)
+  std::uint64_t stream;  ///< its cudaStreamGetId; ledger::legacy_stream, per_thread_stream, other_streams
+  cudamem::usage usage;  ///< its figures
+};
+
+namespace detail {
+/// An address unique to the calling thread (its own thread-local byte): who owns a ledger cell.
+inline const void* thread_token() noexcept {
+  static thread_local char token = 0;
+  return &token;
+}
+
+/// The counters of one (source, device, stream), one source or one device. The first thread to count into it owns
+/// it: its counts are plain loads and stores; any other thread adds to `foreign` atomically. Bytes and blocks in use
+/// are counted directly (frees are derived), so a free updates two counters and an allocation four; peaks are raised
+/// by compare-and-swap only when passed, which a steady state does not.
+struct alignas(64) ledger_cell {
+  enum : unsigned { bytes_in_use, blocks_in_use, allocated_bytes, allocations, counters };
+  atomic<std::uint64_t> own[counters] = {};  // wrapped: in-use figures may go below zero
+  atomic<const void*> owner{nullptr};
+  std::uint32_t source = 0;
+  int device = -1;
+  std::uint64_t stream = 0;
+  alignas(64) atomic<std::uint64_t> foreign[counters] = {};
+  atomic<std::uint64_t> peak_bytes[2] = {}, peak_blocks[2] = {};  // [since::start], [since::reset]
+  atomic<std::uint64_t> base[counters] = {};  // at the last reset: [allocated_bytes], [allocations]; freed bytes, frees
+
+  std::uint64_t total(unsigned c) const noexcept {
+    return own[c].load(memory_order_relaxed) + foreign[c].load(memory_order_relaxed);
+  }
+  std::int64_t bytes_now() const noexcept { return std::int64_t(total(bytes_in_use)); }
+  std::int64_t blocks_now() const noexcept { return std::int64_t(total(blocks_in_use)); }
+  [[gnu::always_inline]] void count(std::size_t bytes, bool is_free, const void* me) noexcept {
+    const void* held = owner.load(memory_order_relaxed);
+    if (held != me) [[unlikely]]
+      return count_foreign(bytes, is_free, me, held);
+    const std::uint64_t signed_bytes = is_free ? 0 - std::uint64_t(bytes) : std::uint64_t(bytes);
+    const std::uint64_t now_bytes = own[bytes_in_use].load(memory_order_relaxed) + signed_bytes;
+    const std::uint64_t now_blocks = own[blocks_in_use].load(memory_order_relaxed) + (is_free ? ~std::uint64_t{0} : 1);
+    own[bytes_in_use].store(now_bytes, memory_order_relaxed);
+    own[blocks_in_use].store(now_blocks, memory_order_relaxed);
+    if (is_free) return;
+    own[allocated_bytes].store(own[allocated_bytes].load(memory_order_relaxed) + bytes, memory_order_relaxed);
+    own[allocations].store(own[allocations].load(memory_order_relaxed) + 1, memory_order_relaxed);
+    passed(now_bytes + foreign[bytes_in_use].load(memory_order_relaxed),
+           now_blocks + foreign[blocks_in_use].load(memory_order_relaxed));
+  }
+  [[gnu::noinline]] void count_foreign(std::size_t bytes, bool is_free, const void* me, const void* held) noexcept {
+    if (held == nullptr && owner.compare_exchange_strong(held, me, memory_order_relaxed))
+      return count(bytes, is_free, me);
+    const std::uint64_t signed_bytes = is_free ? 0 - std::uint64_t(bytes) : std::uint64_t(bytes);
+    const std::uint64_t now_bytes = foreign[bytes_in_use].fetch_add(signed_bytes, memory_order_relaxed) + signed_bytes;
+    const std::uint64_t one = is_free ? ~std::uint64_t{0} : 1;
+    const std::uint64_t now_blocks = foreign[blocks_in_use].fetch_add(one, memory_order_relaxed) + one;
+    if (is_free) return;
+    foreign[allocated_bytes].fetch_add(bytes, memory_order_relaxed);
+    foreign[allocations].fetch_add(1, memory_order_relaxed);
+    passed(now_bytes + own[bytes_in_use].load(memory_order_relaxed),
+           now_blocks + own[blocks_in_use].load(memory_order_relaxed));
+  }
+  [[gnu::always_inline]] void passed(std::uint64_t bytes, std::uint64_t blocks) noexcept {  // figures after an alloc
+    if (std::int64_t(bytes) > std::int64_t(peak_bytes[1].load(memory_order_relaxed)) ||
+        std::int64_t(blocks) > std::int64_t(peak_blocks[1].load(memory_order_relaxed))) [[unlikely]]
+      raise(std::int64_t(bytes), std::int64_t(blocks));
+  }
+  [[gnu::noinline]] void raise(std::int64_t bytes, std::int64_t blocks) noexcept {
+    for (unsigned p = 0; p < 2; ++p) {
+      raise(peak_bytes[p], bytes);
+      raise(peak_blocks[p], blocks);
+    }
+  }
+  static void raise(atomic<std::uint64_t>& peak, std::int64_t now) noexcept {
+    if (now <= 0) return;
+    std::uint64_t seen = peak.load(memory_order_relaxed);
+    while (std::uint64_t(now) > seen && !peak.compare_exchange_weak(seen, std::uint64_t(now), memory_order_relaxed)) {}
+  }
+  void reset() noexcept {
+    base[allocated_bytes].store(total(allocated_bytes), memory_order_relaxed);
+    base[allocations].store(total(allocations), memory_order_relaxed);
+    base[bytes_in_use].store(total(allocated_bytes) - total(bytes_in_use), memory_order_relaxed);  // freed bytes
+    base[blocks_in_use].store(total(allocations) - total(blocks_in_use), memory_order_relaxed);  // frees
+    const std::int64_t bytes = bytes_now(), blocks = blocks_now();
+    peak_bytes[1].store(bytes > 0 ? std::uint64_t(bytes) : 0, memory_order_relaxed);
+    peak_blocks[1].store(blocks > 0 ? std::uint64_t(blocks) : 0, memory_order_relaxed);
+  }
+  cudamem::usage read(since from) const noexcept {
+    const unsigned p = from == since::reset ? 1 : 0;
+    std::uint64_t totals[counters];
+    for (unsigned c = 0; c < counters; ++c) totals[c] = total(c);
+    cudamem::usage out;
+    out.bytes_in_use = std::int64_t(totals[bytes_in_use]);
+    out.blocks_in_use = std::int64_t(totals[blocks_in_use]);
+    out.peak_bytes = peak_bytes[p].load(memory_order_relaxed);
+    out.peak_blocks = peak_blocks[p].load(memory_order_relaxed);
+    out.allocated_bytes = totals[allocated_bytes], out.allocations = totals[allocations];
+    out.freed_bytes = totals[allocated_bytes] - totals[bytes_in_use];
+    out.frees = totals[allocations] - totals[blocks_in_use];
+    if (p == 1) {
+      out.allocated_bytes -= base[allocated_bytes].load(memory_order_relaxed);
+      out.allocations -= base[allocations].load(memory_order_relaxed);
+      out.freed_bytes -= base[bytes_in_use].load(memory_order_relaxed);
+      out.frees -= base[blocks_in_use].load(memory_order_relaxed);
+    }
+    return out;
+  }
+};
+}  // namespace detail
+
+template <class Upstream>
+class statistics_resource;
+
+/// Counts allocations per device, per stream and per source (statistics_resource) for the sources that report into it.
+/// Its tables are made once, at construction (about 40 KiB); should that fail, it counts nothing. It must outlive its
+/// sources. Thread-safe; views read counters that other threads may be changing, each one exactly.
+class ledger {
+ public:
+  static constexpr std::size_t max_sources = 32;  ///< sources beyond these count as the last one ("other sources")
+  static constexpr std::size_t max_devices = 64;  ///< devices from 63, and unknown ones, count as device 63
+  static constexpr std::size_t max_streams = 512;  ///< (source, stream) pairs beyond these count as other_streams
+  static constexpr std::size_t max_name = 47;  ///< a source's name is kept up to this many characters
+  static constexpr std::uint64_t legacy_stream = ~std::uint64_t{0} - 1;  ///< the legacy default stream's key
+  static constexpr std::uint64_t per_thread_stream = ~std::uint64_t{0} - 2;  ///< any per-thread default stream's key
+  static constexpr std::uint64_t other_streams = ~std::uint64_t{0};  ///< streams CUDA did not name, and overflow
+
+  ledger() noexcept : tables_(new(std::nothrow) tables()) {}  ///< An empty ledger.
+  ledger(const ledger&) = delete;
+  ledger& operator=(const ledger&) = delete;
+
+  /// Device `id`'s figures over every source. cached_bytes is 0 (sources know theirs).
+  [[nodiscard]] cudamem::usage device(device_id id, since from = since::start) const noexcept {
+    if (!tables_) return {};
+    return tables_->devices[device_slot(id.get())].read(from);
+  }
+  /// `f(row)` for each (source, stream) counted so far, in the order they were first seen.
+  template <class F>
+  void for_each_stream(F&& f, since from = since::start) const {
+    if (!tables_) return;
+    const std::size_t used = tables_->used_streams.load(detail::memory_order_acquire);
+    for (std::size_t i = 0; i < used; ++i) {
+      const detail::ledger_cell& cell = tables_->streams[i];
+      f(ledger_row{tables_->names[cell.source], cell.device, cell.stream, cell.read(from)});
+    }
+  }
+  /// `f(name, usage)` for each source so far, with its cached bytes where it still lives.
+  template <class F>
+  void for_each_source(F&& f, since from = since::start) const {
+    if (!tables_) return;
+    const std::size_t used = tables_->used_sources.load(detail::memory_order_acquire);
+    for (std::size_t i = 0; i < used; ++i) f(static_cast<const char*>(tables_->names[i]), source_usage(i, from));
+  }
+  /// Peaks from the figures now, totals from zero, for views since::reset; since::start views keep theirs. Counts
+  /// made during the reset may land before or after it.
+  void reset() noexcept {
+    if (!tables_) return;
+    for (detail::ledger_cell& cell : tables_->sources) cell.reset();
+    for (detail::ledger_cell& cell : tables_->devices) cell.reset();
+    for (detail::ledger_cell& cell : tables_->streams) cell.reset();
+  }
+  /// True when no source has a block outstanding: every allocation counted has been freed. (Devices are not asked: a
+  /// block freed on another device's stream counts on that device.)
+  [[nodiscard]] bool balanced() const noexcept {
+    if (!tables_) return true;
+    for (const detail::ledger_cell& cell : tables_->sources)
+      if (cell.bytes_now() != 0 || cell.blocks_now() != 0) return false;
+    return true;
+  }
+  /// Sends every allocation and free to `sink` from now on (one sink at a time; a new one replaces the last). Attach
+  /// and detach while no allocation through the ledger's sources runs, or the old sink may hear one more event.
+  void attach(ledger_sink sink) noexcept {
+    sink_context_.store(sink.context, detail::memory_order_relaxed);
+    sink_.store(sink.record, detail::memory_order_release);
+  }
+  void detach() noexcept { sink_.store(nullptr, detail::memory_order_release); }  ///< No sink from now on.
+
+ private:
+  template <class>
+  friend class statistics_resource;
+  using cached_fn = std::uint64_t (*)(const void*) noexcept;
+  struct source_info {
+    cached_fn cached = nullptr;  // null once the source is gone
+    const void* object = nullptr;
+  };
+  struct tables {
+    detail::ledger_cell sources[max_sources];
+    detail::ledger_cell devices[max_devices];
+    detail::ledger_cell streams[max_streams];
+    char names[max_sources][max_name + 1] = {};
+    source_info info[max_sources];
+    detail::atomic<std::size_t> used_sources{0}, used_streams{0};
+    detail::mutex lock;  // new sources and streams, source_info
+  };
+  static std::size_t device_slot(int device) noexcept {
+    return device < 0 || std::size_t(device) >= max_devices ? max_devices - 1 : std::size_t(device);
+  }
+  cudamem::usage source_usage(std::size_t index, since from) const noexcept {
+    cudamem::usage out = tables_->sources[index].read(from);
+    const detail::lock_guard<detail::mutex> hold(tables_->lock);
+    if (const source_info& info = tables_->info[index]; info.cached != nullptr)
+      out.cached_bytes = info.cached(info.object);
+    return out;
+  }
+  // A new source named `name` (the last one, shared, when all are taken); its index.
+  std::size_t add_source(const char* name, cached_fn cached, const void* object) noexcept {
+    if (!tables_) return 0;
+    const detail::lock_guard<detail::mutex> hold(tables_->lock);
+    std::size_t used = tables_->used_sources.load(detail::memory_order_relaxed);
+    if (used == max_sources) return max_sources - 1;
+    if (used == max_sources - 1) name = "other sources";
+    char* kept = tables_->names[used];
+    for (std::size_t i = 0; i < max_name && name != nullptr && name[i] != '\0'; ++i) kept[i] = name[i];
+    tables_->info[used] = {cached, object};
+    tables_->sources[used].source = std::uint32_t(used);
+    tables_->used_sources.store(used + 1, detail::memory_order_release);
+    return used;
+  }
+  void remove_source(std::size_t index, const void* object) noexcept {
+    if (!tables_) return;
+    const detail::lock_guard<detail::mutex> hold(tables_->lock);
+    if (tables_->info[index].object == object) tables_->info[index] = {};
+  }
+  // The cell of (source, device, stream), made under the lock if new; the source's "other streams" when full.
+  detail::ledger_cell* stream_cell(std::size_t source, int device, std::uint64_t stream) noexcept {
+    const detail::lock_guard<detail::mutex> hold(tables_->lock);
+    const std::size_t used = tables_->used_streams.load(detail::memory_order_relaxed);
+    for (std::size_t i = 0; i < used; ++i) {  // another thread may have made it meanwhile
+      detail::ledger_cell& cell = tables_->streams[i];
+      if (cell.source == source && cell.device == device && cell.stream == stream) return &cell;
+    }
+    if (used == max_streams) return nullptr;
+    detail::ledger_cell& made = tables_->streams[used];
+    made.source = std::uint32_t(source), made.device = device, made.stream = stream;
+    tables_->used_streams.store(used + 1, detail::memory_order_release);
+    return &made;
+  }
+  detail::ledger_cell& source_cell(std::size_t index) noexcept { return tables_->sources[index]; }
+  detail::ledger_cell& device_cell(int device) noexcept { return tables_->devices[device_slot(device)]; }
+  bool counts() const noexcept { return static_cast<bool>(tables_); }
+  void tell(const allocation_event& event) noexcept {
+    if (const auto record = sink_.load(detail::memory_order_acquire)) [[unlikely]]
+      record(sink_context_.load(detail::memory_order_relaxed), event);
+  }
+
+  detail::owner<tables> tables_;
+  detail::atomic<void (*)(void*, const allocation_event&) noexcept> sink_{nullptr};
+  detail::atomic<void*> sink_context_{nullptr};
+};
+
+/// Counts what goes through `Upstream` into a ledger, per device, per stream and as one source named at construction;
+/// otherwise as the upstream (its errors, its ordering, its selects_device). Holds the upstream and the ledger by
+/// reference: both must outlive it. Register it on streams (register_allocator) to count their buffers.
+template <class Upstream>
+class statistics_resource {
+ public:
+  using kind = typename Upstream::kind;  ///< the upstream's kind
+  /// As the upstream: it makes the stream's device current itself.
+  static constexpr bool selects_device = requires { requires Upstream::selects_device; };
+  static constexpr std::size_t max_streams = 64;  ///< streams with cells of their own; the rest count as other_streams
+
+  /// Counts through `upstream` into `book` as the source `name` (copied, up to ledger::max_name characters).
+  statistics_resource(Upstream& upstream, ledger& book, const char* name) noexcept
+      : upstream_(upstream), book_(book), source_(book.add_source(name, cached_of(), &upstream)) {}
+  statistics_resource(const statistics_resource&) = delete;
+  statistics_resource& operator=(const statistics_resource&) = delete;
+  ~statistics_resource() { book_.remove_source(source_, &upstream_); }  ///< Its figures stay in the ledger.
+
+  /// As the upstream's; counted when it succeeds.
+  [[nodiscard]] result<void*> allocate(stream_ref s, std::size_t bytes, std::size_t alignment) noexcept {
+    auto got = upstream_.allocate(s, bytes, alignment);
+    if (got && *got != nullptr) note(key_of(s), *got, bytes, false);
+    return got;
+  }
+  /// As the upstream's; counted (a null `p` is not).
+  void deallocate(stream_ref s, void* p, std::size_t bytes, std::size_t alignment) noexcept {
+    if (p != nullptr)
+      note(key_of(s), p, bytes, true);  // first: the address is still a block's when the sink hears of it
+    upstream_.deallocate(s, p, bytes, alignment);
+  }
+  /// This source's figures, with the upstream's cached bytes where it is a caching_pool.
+  [[nodiscard]] cudamem::usage usage(since from = since::start) const noexcept {
+    if (!book_.counts()) return {};
+    return book_.source_usage(source_, from);
+  }
+  /// The figures of stream `s` through this source (its allocations on `s`, its frees on `s`); zeros if none.
+  [[nodiscard]] cudamem::usage usage(stream_ref s, since from = since::start) const noexcept {
+    const key k = key_of(s);
+    for (std::size_t i = 0, used = used_.load(detail::memory_order_acquire); i < used; ++i)
+      if (detail::ledger_cell* cell = cells_[i].load(detail::memory_order_acquire); cell->stream == k.stream)
+        if (cell->device == k.device) return cell->read(from);
+    return {};
+  }
+  [[nodiscard]] Upstream& upstream() const noexcept { return upstream_; }  ///< The upstream.
+
+ private:
+  struct key {
+    std::uint64_t stream;
+    int device;
+  };
+  static ledger::cached_fn cached_of() noexcept {
+    if constexpr (requires(const Upstream& u) { u.statistics().bytes_cached; })
+      return [](const void* u) noexcept -> std::uint64_t {
+        return static_cast<const Upstream*>(u)->statistics().bytes_cached;
+      };
+    else return nullptr;
+  }
+  [[gnu::always_inline]] static key key_of(stream_ref s) noexcept {
+    const std::uint64_t carried = detail::stream_identity::carried(s);
+    if (const int known = detail::stream_identity::known_device(s); carried != detail::no_stream_id && known >= 0)
+        [[likely]]
+      return {carried, known};  // a stream object's reference: its id and device, no call
+    return key_asked(s);
+  }
+  [[gnu::noinline]] static key key_asked(stream_ref s) noexcept {  // default streams, raw handles: may ask CUDA
+    if (!s.valid()) return {ledger::other_streams, -1};
+    if (detail::is_default_stream(s.get())) {
+      int device = -1;
+      if (cudaGetDevice(&device) != cudaSuccess) (void)cudaGetLastError(), device = -1;
+      return {s.get() == cudaStreamPerThread ? ledger::per_thread_stream : ledger::legacy_stream, device};
+    }
+    std::uint64_t id = detail::no_stream_id;
+    if (detail::stream_id_of(s, id) != detail::stream_id_source::asked) id = ledger::other_streams;
+    auto where = s.device();
+    return {id, where ? where->get() : -1};
+  }
+  detail::ledger_cell* cell_for(const key& k) noexcept {
+    const std::size_t used = used_.load(detail::memory_order_acquire);
+    for (std::size_t i = 0; i < used; ++i) {
+      detail::ledger_cell* cell = cells_[i].load(detail::memory_order_relaxed);
+      if (cell->stream == k.stream && cell->device == k.device) [[likely]]
+        return cell;
+    }
+    return add_cell(k);
+  }
+  [[gnu::noinline]] detail::ledger_cell* add_cell(const key& k) noexcept {
+    const detail::lock_guard<detail::mutex> hold(lock_);
+    const std::size_t used = used_.load(detail::memory_order_relaxed);
+    for (std::size_t i = 0; i < used; ++i)
+      if (detail::ledger_cell* cell = cells_[i].load(detail::memory_order_relaxed);
+          cell->stream == k.stream && cell->device == k.device)
+        return cell;
+    const bool full = used == max_streams - 1;  // the last cell counts every stream after it
+    detail::ledger_cell* cell = book_.stream_cell(source_, k.device, full ? ledger::other_streams : k.stream);
+    if (cell == nullptr) cell = book_.stream_cell(source_, -1, ledger::other_streams);
+    if (cell == nullptr || used == max_streams) return cell;
+    cells_[used].store(cell, detail::memory_order_release);
+    used_.store(used + 1, detail::memory_order_release);
+    return cell;
+  }
+  // The key is read where the stream_ref arrives: passing the reference on costs store-forwarding stalls.
+  void note(const key k, const void* p, std::size_t bytes, bool is_free) noexcept {
+    if (!book_.counts()) return;
+    const void* const me = detail::thread_token();
+    if (detail::ledger_cell* cell = cell_for(k)) cell->count(bytes, is_free, me);
+    book_.source_cell(source_).count(bytes, is_free, me);
+    book_.device_cell(k.device).count(bytes, is_free, me);
+    book_.tell(allocation_event{book_.tables_->names[source_], k.device, k.stream, p, bytes, is_free});
+  }
+  Upstream& upstream_;
+  ledger& book_;
+  std::size_t source_;
+  detail::mutex lock_;  // new cells
+  detail::atomic<std::size_t> used_{0};
+  detail::atomic<detail::ledger_cell*> cells_[max_streams] = {};
+};
+/// Adaptors compare by identity: each is a source of its own.
+template <class Upstream>
+bool operator==(const statistics_resource<Upstream>& a, const statistics_resource<Upstream>& b) noexcept {
+  return &a == &b;
+}
+static_assert(memory_resource_for<statistics_resource<device_pool_resource>, device>);
 
 }  // namespace cudamem

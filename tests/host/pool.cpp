@@ -930,3 +930,77 @@ TEST_CASE("register_allocator refuses the default streams and a moved-from strea
   // Nothing registered: the lookup is the stream-ordered pool, without a CUDA call.
   CHECK(allocator_for(stream_ref::legacy()) == default_resource<device>(true));
 }
+
+namespace {
+struct hook_log {
+  std::vector<errc> codes;
+  std::vector<out_of_memory_info> figures;
+  std::size_t live_when_called = 0;  // the upstream's blocks when the hook ran: the cache already given back
+  fake_upstream* upstream = nullptr;
+  std::size_t free_limit_to = 0;  // the hook "frees a cache of its own": the upstream's limit becomes this
+};
+}  // namespace
+
+TEST_CASE("out of memory: the hook runs between the release and the retry, sees its own code and the cache's figures",
+          "[pool][oom]") {
+  fake_world world;
+  fake_upstream upstream;
+  upstream.limit_bytes = 4096;
+  pool_type pool(upstream, fake_order{&world});
+  hook_log log;
+  log.upstream = &upstream;
+  log.free_limit_to = 4096;
+  pool.set_out_of_memory_hook(
+      [](const error& failure, void* context) noexcept {
+        auto& l = *static_cast<hook_log*>(context);
+        l.codes.push_back(failure.code());
+        CHECK(failure.oom() != nullptr);  // no REQUIRE: it would throw through a noexcept function
+        l.figures.push_back(failure.oom() != nullptr ? *failure.oom() : out_of_memory_info{});
+        const std::lock_guard<std::mutex> lock(l.upstream->mutex);
+        l.live_when_called = l.upstream->live.size();
+        l.upstream->limit_bytes = l.free_limit_to;
+      },
+      &log);
+  const stream_ref a = world.stream(0x1000, 51);
+  void* small = *pool.allocate(a, 1024, 8);
+  void* large = *pool.allocate(a, 1500, 8);  // class 1536
+  pool.deallocate(a, small, 1024, 8);
+  pool.deallocate(a, large, 1500, 8);  // 2560 bytes cached, the largest block 1536
+  upstream.limit_bytes = 3072;         // now 2560 + 2048 does not fit; after the release 2048 does
+  auto got = pool.allocate(a, 1800, 8);  // class 2048, not cached: the upstream refuses
+  REQUIRE(got);
+  REQUIRE(log.codes.size() == 1);
+  CHECK(log.codes[0] == errc::out_of_memory_retry);
+  CHECK(to_string(errc::out_of_memory_retry) == std::string("out_of_memory_retry"));
+  CHECK(log.live_when_called == 0);  // the cache was given back before the hook ran
+  CHECK(log.figures[0].has(out_of_memory_info::cache));
+  CHECK(log.figures[0].cached_bytes == 2560);
+  CHECK(log.figures[0].largest_cached_block == 1536);
+  CHECK(log.figures[0].requested_bytes == 2048);  // the size class asked of the upstream
+  pool.deallocate(a, *got, 1800, 8);
+
+  // Nothing the hook frees helps: the final error is CUDA's, with the figures of the cache before its release.
+  log.free_limit_to = 2048;
+  upstream.limit_bytes = 2048;  // the cached block's: nothing more fits, and 4096 does not fit after the release
+  auto refused = pool.allocate(a, 4096, 8);
+  REQUIRE_FALSE(refused);
+  CHECK(refused.error() == cudaErrorMemoryAllocation);
+  REQUIRE(refused.error().oom() != nullptr);
+  const out_of_memory_info& info = *refused.error().oom();
+  CHECK(info.requested_bytes == 4096);
+  CHECK(info.cached_bytes == 2048);  // the block `got` left in the cache
+  CHECK(info.largest_cached_block == 2048);
+  CHECK(log.codes.size() == 2);
+  CHECK(std::string(refused.error().message()).find("caching_pool::allocate: ") == 0);
+  CHECK(std::string(refused.error().message()).find("cache held 2.0 KiB (largest block 2.0 KiB)") != std::string::npos);
+  CHECK(pool.statistics().out_of_memory_retries == 2);
+
+  // The pool is usable afterwards, and a pool without a hook still retries.
+  pool.set_out_of_memory_hook(nullptr);
+  upstream.limit_bytes = ~std::size_t{0};
+  auto after = pool.allocate(a, 4096, 8);
+  REQUIRE(after);
+  pool.deallocate(a, *after, 4096, 8);
+  pool.release();
+  CHECK(upstream.live.empty());
+}

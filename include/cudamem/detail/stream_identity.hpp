@@ -13,6 +13,8 @@ namespace cudamem::detail {
 struct stream_identity {
   /// The id a stream object's ref() carries (recorded when the object was made), else no_stream_id. No CUDA call.
   static std::uint64_t carried(stream_ref s) noexcept { return s.id_; }
+  /// The device ordinal the reference was made with (negative: not known). No CUDA call.
+  static int known_device(stream_ref s) noexcept { return s.device_; }
   /// A reference as a stream object's ref() makes it, for tests over made-up handles and ids.
   static stream_ref make(cudaStream_t handle, device_id device, std::uint64_t id) noexcept {
     return stream_ref(handle, device.get(), id);

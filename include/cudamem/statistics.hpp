@@ -1,0 +1,440 @@
+// SPDX-License-Identifier: MIT
+/// \file
+/// A ledger of allocations across resources, per device, per stream and per source, and the adaptor that reports into
+/// it. A source is one statistics_resource: register it on streams, and it is the ledger's view of those registrations.
+///
+///     ledger book;                                    thread-safe; outlives its sources
+///     statistics_resource<Upstream> counted(upstream, book, "name")   counts what goes through it into `book`
+///     counted.usage([since])   counted.usage(stream, [since])   book.device(id, [since])            -> usage
+///     book.for_each_stream(f(const ledger_row&))   book.for_each_source(f(const char* name, const usage&))
+///     book.reset()          peaks from now, totals from zero: what since::reset reads
+///     book.balanced()       no source holds a block
+///     book.attach(sink) / detach()   each allocation and free to a recorder (trace.hpp writes a Chrome trace)
+///     usage: bytes_in_use, blocks_in_use, peak_bytes, peak_blocks, allocated_bytes, allocations, freed_bytes, frees,
+///            cached_bytes (a source over a caching_pool: bytes cached there, not in use)
+///
+/// The hot path takes no lock and, on the thread that first used a stream, no atomic read-modify-write. Counts are in
+/// bytes as asked of the adaptor. See docs/allocators.md ("The ledger").
+#pragma once
+
+#include <cudamem/detail/storage.hpp>
+#include <cudamem/detail/stream_identity.hpp>
+#include <cudamem/detail/sync.hpp>
+#include <cudamem/resource.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <new>
+
+namespace cudamem {
+
+/// Which figures a view reads: since the ledger was made, or since its last reset() (peaks and totals; in-use figures
+/// are the same for both).
+enum class since : unsigned char {
+  start,  ///< since the ledger was made
+  reset,  ///< since its last reset()
+};
+
+/// One view of a ledger: a source, a device, or a stream of a source.
+struct usage {
+  std::int64_t bytes_in_use = 0;  ///< allocated minus freed (a stream's can be negative: freed on another stream)
+  std::int64_t blocks_in_use = 0;  ///< allocations minus frees
+  std::uint64_t peak_bytes = 0;  ///< the most bytes_in_use has been
+  std::uint64_t peak_blocks = 0;  ///< the most blocks_in_use has been
+  std::uint64_t allocated_bytes = 0;  ///< bytes of all allocations
+  std::uint64_t allocations = 0;  ///< allocations
+  std::uint64_t freed_bytes = 0;  ///< bytes of all frees
+  std::uint64_t frees = 0;  ///< frees
+  std::uint64_t cached_bytes = 0;  ///< a source over a caching_pool: bytes the pool caches (not in use); else 0
+};
+
+/// What a ledger tells its sink of each allocation and free, as it happens.
+struct allocation_event {
+  const char* source;  ///< the statistics_resource's name
+  int device;  ///< the stream's device (-1: unknown)
+  std::uint64_t stream;  ///< the stream's key (ledger_row::stream)
+  const void* address;  ///< the block
+  std::size_t bytes;  ///< as asked
+  bool is_free;  ///< a free, else an allocation
+};
+/// Where a ledger sends its events: `record(context, event)`, called on the allocating thread, concurrently from
+/// several threads; it must not allocate through the ledger's sources.
+struct ledger_sink {
+  void (*record)(void* context, const allocation_event& event) noexcept = nullptr;  ///< called per event; null: none
+  void* context = nullptr;  ///< passed to record
+};
+
+/// A stream of a source, as for_each_stream gives it.
+struct ledger_row {
+  const char* source;  ///< the statistics_resource's name
+  int device;  ///< the stream's device (-1: unknown)
+  std::uint64_t stream;  ///< its cudaStreamGetId; ledger::legacy_stream, per_thread_stream, other_streams
+  cudamem::usage usage;  ///< its figures
+};
+
+namespace detail {
+/// An address unique to the calling thread (its own thread-local byte): who owns a ledger cell.
+inline const void* thread_token() noexcept {
+  static thread_local char token = 0;
+  return &token;
+}
+
+/// The counters of one (source, device, stream), one source or one device. The first thread to count into it owns
+/// it: its counts are plain loads and stores; any other thread adds to `foreign` atomically. Bytes and blocks in use
+/// are counted directly (frees are derived), so a free updates two counters and an allocation four; peaks are raised
+/// by compare-and-swap only when passed, which a steady state does not.
+struct alignas(64) ledger_cell {
+  enum : unsigned { bytes_in_use, blocks_in_use, allocated_bytes, allocations, counters };
+  atomic<std::uint64_t> own[counters] = {};  // wrapped: in-use figures may go below zero
+  atomic<const void*> owner{nullptr};
+  std::uint32_t source = 0;
+  int device = -1;
+  std::uint64_t stream = 0;
+  alignas(64) atomic<std::uint64_t> foreign[counters] = {};
+  atomic<std::uint64_t> peak_bytes[2] = {}, peak_blocks[2] = {};  // [since::start], [since::reset]
+  atomic<std::uint64_t> base[counters] = {};  // at the last reset: [allocated_bytes], [allocations]; freed bytes, frees
+
+  std::uint64_t total(unsigned c) const noexcept {
+    return own[c].load(memory_order_relaxed) + foreign[c].load(memory_order_relaxed);
+  }
+  std::int64_t bytes_now() const noexcept { return std::int64_t(total(bytes_in_use)); }
+  std::int64_t blocks_now() const noexcept { return std::int64_t(total(blocks_in_use)); }
+  [[gnu::always_inline]] void count(std::size_t bytes, bool is_free, const void* me) noexcept {
+    const void* held = owner.load(memory_order_relaxed);
+    if (held != me) [[unlikely]]
+      return count_foreign(bytes, is_free, me, held);
+    const std::uint64_t signed_bytes = is_free ? 0 - std::uint64_t(bytes) : std::uint64_t(bytes);
+    const std::uint64_t now_bytes = own[bytes_in_use].load(memory_order_relaxed) + signed_bytes;
+    const std::uint64_t now_blocks = own[blocks_in_use].load(memory_order_relaxed) + (is_free ? ~std::uint64_t{0} : 1);
+    own[bytes_in_use].store(now_bytes, memory_order_relaxed);
+    own[blocks_in_use].store(now_blocks, memory_order_relaxed);
+    if (is_free) return;
+    own[allocated_bytes].store(own[allocated_bytes].load(memory_order_relaxed) + bytes, memory_order_relaxed);
+    own[allocations].store(own[allocations].load(memory_order_relaxed) + 1, memory_order_relaxed);
+    passed(now_bytes + foreign[bytes_in_use].load(memory_order_relaxed),
+           now_blocks + foreign[blocks_in_use].load(memory_order_relaxed));
+  }
+  [[gnu::noinline]] void count_foreign(std::size_t bytes, bool is_free, const void* me, const void* held) noexcept {
+    if (held == nullptr && owner.compare_exchange_strong(held, me, memory_order_relaxed))
+      return count(bytes, is_free, me);
+    const std::uint64_t signed_bytes = is_free ? 0 - std::uint64_t(bytes) : std::uint64_t(bytes);
+    const std::uint64_t now_bytes = foreign[bytes_in_use].fetch_add(signed_bytes, memory_order_relaxed) + signed_bytes;
+    const std::uint64_t one = is_free ? ~std::uint64_t{0} : 1;
+    const std::uint64_t now_blocks = foreign[blocks_in_use].fetch_add(one, memory_order_relaxed) + one;
+    if (is_free) return;
+    foreign[allocated_bytes].fetch_add(bytes, memory_order_relaxed);
+    foreign[allocations].fetch_add(1, memory_order_relaxed);
+    passed(now_bytes + own[bytes_in_use].load(memory_order_relaxed),
+           now_blocks + own[blocks_in_use].load(memory_order_relaxed));
+  }
+  [[gnu::always_inline]] void passed(std::uint64_t bytes, std::uint64_t blocks) noexcept {  // figures after an alloc
+    if (std::int64_t(bytes) > std::int64_t(peak_bytes[1].load(memory_order_relaxed)) ||
+        std::int64_t(blocks) > std::int64_t(peak_blocks[1].load(memory_order_relaxed))) [[unlikely]]
+      raise(std::int64_t(bytes), std::int64_t(blocks));
+  }
+  [[gnu::noinline]] void raise(std::int64_t bytes, std::int64_t blocks) noexcept {
+    for (unsigned p = 0; p < 2; ++p) {
+      raise(peak_bytes[p], bytes);
+      raise(peak_blocks[p], blocks);
+    }
+  }
+  static void raise(atomic<std::uint64_t>& peak, std::int64_t now) noexcept {
+    if (now <= 0) return;
+    std::uint64_t seen = peak.load(memory_order_relaxed);
+    while (std::uint64_t(now) > seen && !peak.compare_exchange_weak(seen, std::uint64_t(now), memory_order_relaxed)) {}
+  }
+  void reset() noexcept {
+    base[allocated_bytes].store(total(allocated_bytes), memory_order_relaxed);
+    base[allocations].store(total(allocations), memory_order_relaxed);
+    base[bytes_in_use].store(total(allocated_bytes) - total(bytes_in_use), memory_order_relaxed);  // freed bytes
+    base[blocks_in_use].store(total(allocations) - total(blocks_in_use), memory_order_relaxed);  // frees
+    const std::int64_t bytes = bytes_now(), blocks = blocks_now();
+    peak_bytes[1].store(bytes > 0 ? std::uint64_t(bytes) : 0, memory_order_relaxed);
+    peak_blocks[1].store(blocks > 0 ? std::uint64_t(blocks) : 0, memory_order_relaxed);
+  }
+  cudamem::usage read(since from) const noexcept {
+    const unsigned p = from == since::reset ? 1 : 0;
+    std::uint64_t totals[counters];
+    for (unsigned c = 0; c < counters; ++c) totals[c] = total(c);
+    cudamem::usage out;
+    out.bytes_in_use = std::int64_t(totals[bytes_in_use]);
+    out.blocks_in_use = std::int64_t(totals[blocks_in_use]);
+    out.peak_bytes = peak_bytes[p].load(memory_order_relaxed);
+    out.peak_blocks = peak_blocks[p].load(memory_order_relaxed);
+    out.allocated_bytes = totals[allocated_bytes], out.allocations = totals[allocations];
+    out.freed_bytes = totals[allocated_bytes] - totals[bytes_in_use];
+    out.frees = totals[allocations] - totals[blocks_in_use];
+    if (p == 1) {
+      out.allocated_bytes -= base[allocated_bytes].load(memory_order_relaxed);
+      out.allocations -= base[allocations].load(memory_order_relaxed);
+      out.freed_bytes -= base[bytes_in_use].load(memory_order_relaxed);
+      out.frees -= base[blocks_in_use].load(memory_order_relaxed);
+    }
+    return out;
+  }
+};
+}  // namespace detail
+
+template <class Upstream>
+class statistics_resource;
+
+/// Counts allocations per device, per stream and per source (statistics_resource) for the sources that report into it.
+/// Its tables are made once, at construction (about 40 KiB); should that fail, it counts nothing. It must outlive its
+/// sources. Thread-safe; views read counters that other threads may be changing, each one exactly.
+class ledger {
+ public:
+  static constexpr std::size_t max_sources = 32;  ///< sources beyond these count as the last one ("other sources")
+  static constexpr std::size_t max_devices = 64;  ///< devices from 63, and unknown ones, count as device 63
+  static constexpr std::size_t max_streams = 512;  ///< (source, stream) pairs beyond these count as other_streams
+  static constexpr std::size_t max_name = 47;  ///< a source's name is kept up to this many characters
+  static constexpr std::uint64_t legacy_stream = ~std::uint64_t{0} - 1;  ///< the legacy default stream's key
+  static constexpr std::uint64_t per_thread_stream = ~std::uint64_t{0} - 2;  ///< any per-thread default stream's key
+  static constexpr std::uint64_t other_streams = ~std::uint64_t{0};  ///< streams CUDA did not name, and overflow
+
+  ledger() noexcept : tables_(new(std::nothrow) tables()) {}  ///< An empty ledger.
+  ledger(const ledger&) = delete;
+  ledger& operator=(const ledger&) = delete;
+
+  /// Device `id`'s figures over every source. cached_bytes is 0 (sources know theirs).
+  [[nodiscard]] cudamem::usage device(device_id id, since from = since::start) const noexcept {
+    if (!tables_) return {};
+    return tables_->devices[device_slot(id.get())].read(from);
+  }
+  /// `f(row)` for each (source, stream) counted so far, in the order they were first seen.
+  template <class F>
+  void for_each_stream(F&& f, since from = since::start) const {
+    if (!tables_) return;
+    const std::size_t used = tables_->used_streams.load(detail::memory_order_acquire);
+    for (std::size_t i = 0; i < used; ++i) {
+      const detail::ledger_cell& cell = tables_->streams[i];
+      f(ledger_row{tables_->names[cell.source], cell.device, cell.stream, cell.read(from)});
+    }
+  }
+  /// `f(name, usage)` for each source so far, with its cached bytes where it still lives.
+  template <class F>
+  void for_each_source(F&& f, since from = since::start) const {
+    if (!tables_) return;
+    const std::size_t used = tables_->used_sources.load(detail::memory_order_acquire);
+    for (std::size_t i = 0; i < used; ++i) f(static_cast<const char*>(tables_->names[i]), source_usage(i, from));
+  }
+  /// Peaks from the figures now, totals from zero, for views since::reset; since::start views keep theirs. Counts
+  /// made during the reset may land before or after it.
+  void reset() noexcept {
+    if (!tables_) return;
+    for (detail::ledger_cell& cell : tables_->sources) cell.reset();
+    for (detail::ledger_cell& cell : tables_->devices) cell.reset();
+    for (detail::ledger_cell& cell : tables_->streams) cell.reset();
+  }
+  /// True when no source has a block outstanding: every allocation counted has been freed. (Devices are not asked: a
+  /// block freed on another device's stream counts on that device.)
+  [[nodiscard]] bool balanced() const noexcept {
+    if (!tables_) return true;
+    for (const detail::ledger_cell& cell : tables_->sources)
+      if (cell.bytes_now() != 0 || cell.blocks_now() != 0) return false;
+    return true;
+  }
+  /// Sends every allocation and free to `sink` from now on (one sink at a time; a new one replaces the last). Attach
+  /// and detach while no allocation through the ledger's sources runs, or the old sink may hear one more event.
+  void attach(ledger_sink sink) noexcept {
+    sink_context_.store(sink.context, detail::memory_order_relaxed);
+    sink_.store(sink.record, detail::memory_order_release);
+  }
+  void detach() noexcept { sink_.store(nullptr, detail::memory_order_release); }  ///< No sink from now on.
+
+ private:
+  template <class>
+  friend class statistics_resource;
+  using cached_fn = std::uint64_t (*)(const void*) noexcept;
+  struct source_info {
+    cached_fn cached = nullptr;  // null once the source is gone
+    const void* object = nullptr;
+  };
+  struct tables {
+    detail::ledger_cell sources[max_sources];
+    detail::ledger_cell devices[max_devices];
+    detail::ledger_cell streams[max_streams];
+    char names[max_sources][max_name + 1] = {};
+    source_info info[max_sources];
+    detail::atomic<std::size_t> used_sources{0}, used_streams{0};
+    detail::mutex lock;  // new sources and streams, source_info
+  };
+  static std::size_t device_slot(int device) noexcept {
+    return device < 0 || std::size_t(device) >= max_devices ? max_devices - 1 : std::size_t(device);
+  }
+  cudamem::usage source_usage(std::size_t index, since from) const noexcept {
+    cudamem::usage out = tables_->sources[index].read(from);
+    const detail::lock_guard<detail::mutex> hold(tables_->lock);
+    if (const source_info& info = tables_->info[index]; info.cached != nullptr)
+      out.cached_bytes = info.cached(info.object);
+    return out;
+  }
+  // A new source named `name` (the last one, shared, when all are taken); its index.
+  std::size_t add_source(const char* name, cached_fn cached, const void* object) noexcept {
+    if (!tables_) return 0;
+    const detail::lock_guard<detail::mutex> hold(tables_->lock);
+    std::size_t used = tables_->used_sources.load(detail::memory_order_relaxed);
+    if (used == max_sources) return max_sources - 1;
+    if (used == max_sources - 1) name = "other sources";
+    char* kept = tables_->names[used];
+    for (std::size_t i = 0; i < max_name && name != nullptr && name[i] != '\0'; ++i) kept[i] = name[i];
+    tables_->info[used] = {cached, object};
+    tables_->sources[used].source = std::uint32_t(used);
+    tables_->used_sources.store(used + 1, detail::memory_order_release);
+    return used;
+  }
+  void remove_source(std::size_t index, const void* object) noexcept {
+    if (!tables_) return;
+    const detail::lock_guard<detail::mutex> hold(tables_->lock);
+    if (tables_->info[index].object == object) tables_->info[index] = {};
+  }
+  // The cell of (source, device, stream), made under the lock if new; the source's "other streams" when full.
+  detail::ledger_cell* stream_cell(std::size_t source, int device, std::uint64_t stream) noexcept {
+    const detail::lock_guard<detail::mutex> hold(tables_->lock);
+    const std::size_t used = tables_->used_streams.load(detail::memory_order_relaxed);
+    for (std::size_t i = 0; i < used; ++i) {  // another thread may have made it meanwhile
+      detail::ledger_cell& cell = tables_->streams[i];
+      if (cell.source == source && cell.device == device && cell.stream == stream) return &cell;
+    }
+    if (used == max_streams) return nullptr;
+    detail::ledger_cell& made = tables_->streams[used];
+    made.source = std::uint32_t(source), made.device = device, made.stream = stream;
+    tables_->used_streams.store(used + 1, detail::memory_order_release);
+    return &made;
+  }
+  detail::ledger_cell& source_cell(std::size_t index) noexcept { return tables_->sources[index]; }
+  detail::ledger_cell& device_cell(int device) noexcept { return tables_->devices[device_slot(device)]; }
+  bool counts() const noexcept { return static_cast<bool>(tables_); }
+  void tell(const allocation_event& event) noexcept {
+    if (const auto record = sink_.load(detail::memory_order_acquire)) [[unlikely]]
+      record(sink_context_.load(detail::memory_order_relaxed), event);
+  }
+
+  detail::owner<tables> tables_;
+  detail::atomic<void (*)(void*, const allocation_event&) noexcept> sink_{nullptr};
+  detail::atomic<void*> sink_context_{nullptr};
+};
+
+/// Counts what goes through `Upstream` into a ledger, per device, per stream and as one source named at construction;
+/// otherwise as the upstream (its errors, its ordering, its selects_device). Holds the upstream and the ledger by
+/// reference: both must outlive it. Register it on streams (register_allocator) to count their buffers.
+template <class Upstream>
+class statistics_resource {
+ public:
+  using kind = typename Upstream::kind;  ///< the upstream's kind
+  /// As the upstream: it makes the stream's device current itself.
+  static constexpr bool selects_device = requires { requires Upstream::selects_device; };
+  static constexpr std::size_t max_streams = 64;  ///< streams with cells of their own; the rest count as other_streams
+
+  /// Counts through `upstream` into `book` as the source `name` (copied, up to ledger::max_name characters).
+  statistics_resource(Upstream& upstream, ledger& book, const char* name) noexcept
+      : upstream_(upstream), book_(book), source_(book.add_source(name, cached_of(), &upstream)) {}
+  statistics_resource(const statistics_resource&) = delete;
+  statistics_resource& operator=(const statistics_resource&) = delete;
+  ~statistics_resource() { book_.remove_source(source_, &upstream_); }  ///< Its figures stay in the ledger.
+
+  /// As the upstream's; counted when it succeeds.
+  [[nodiscard]] result<void*> allocate(stream_ref s, std::size_t bytes, std::size_t alignment) noexcept {
+    auto got = upstream_.allocate(s, bytes, alignment);
+    if (got && *got != nullptr) note(key_of(s), *got, bytes, false);
+    return got;
+  }
+  /// As the upstream's; counted (a null `p` is not).
+  void deallocate(stream_ref s, void* p, std::size_t bytes, std::size_t alignment) noexcept {
+    if (p != nullptr)
+      note(key_of(s), p, bytes, true);  // first: the address is still a block's when the sink hears of it
+    upstream_.deallocate(s, p, bytes, alignment);
+  }
+  /// This source's figures, with the upstream's cached bytes where it is a caching_pool.
+  [[nodiscard]] cudamem::usage usage(since from = since::start) const noexcept {
+    if (!book_.counts()) return {};
+    return book_.source_usage(source_, from);
+  }
+  /// The figures of stream `s` through this source (its allocations on `s`, its frees on `s`); zeros if none.
+  [[nodiscard]] cudamem::usage usage(stream_ref s, since from = since::start) const noexcept {
+    const key k = key_of(s);
+    for (std::size_t i = 0, used = used_.load(detail::memory_order_acquire); i < used; ++i)
+      if (detail::ledger_cell* cell = cells_[i].load(detail::memory_order_acquire); cell->stream == k.stream)
+        if (cell->device == k.device) return cell->read(from);
+    return {};
+  }
+  [[nodiscard]] Upstream& upstream() const noexcept { return upstream_; }  ///< The upstream.
+
+ private:
+  struct key {
+    std::uint64_t stream;
+    int device;
+  };
+  static ledger::cached_fn cached_of() noexcept {
+    if constexpr (requires(const Upstream& u) { u.statistics().bytes_cached; })
+      return [](const void* u) noexcept -> std::uint64_t {
+        return static_cast<const Upstream*>(u)->statistics().bytes_cached;
+      };
+    else return nullptr;
+  }
+  [[gnu::always_inline]] static key key_of(stream_ref s) noexcept {
+    const std::uint64_t carried = detail::stream_identity::carried(s);
+    if (const int known = detail::stream_identity::known_device(s); carried != detail::no_stream_id && known >= 0)
+        [[likely]]
+      return {carried, known};  // a stream object's reference: its id and device, no call
+    return key_asked(s);
+  }
+  [[gnu::noinline]] static key key_asked(stream_ref s) noexcept {  // default streams, raw handles: may ask CUDA
+    if (!s.valid()) return {ledger::other_streams, -1};
+    if (detail::is_default_stream(s.get())) {
+      int device = -1;
+      if (cudaGetDevice(&device) != cudaSuccess) (void)cudaGetLastError(), device = -1;
+      return {s.get() == cudaStreamPerThread ? ledger::per_thread_stream : ledger::legacy_stream, device};
+    }
+    std::uint64_t id = detail::no_stream_id;
+    if (detail::stream_id_of(s, id) != detail::stream_id_source::asked) id = ledger::other_streams;
+    auto where = s.device();
+    return {id, where ? where->get() : -1};
+  }
+  detail::ledger_cell* cell_for(const key& k) noexcept {
+    const std::size_t used = used_.load(detail::memory_order_acquire);
+    for (std::size_t i = 0; i < used; ++i) {
+      detail::ledger_cell* cell = cells_[i].load(detail::memory_order_relaxed);
+      if (cell->stream == k.stream && cell->device == k.device) [[likely]]
+        return cell;
+    }
+    return add_cell(k);
+  }
+  [[gnu::noinline]] detail::ledger_cell* add_cell(const key& k) noexcept {
+    const detail::lock_guard<detail::mutex> hold(lock_);
+    const std::size_t used = used_.load(detail::memory_order_relaxed);
+    for (std::size_t i = 0; i < used; ++i)
+      if (detail::ledger_cell* cell = cells_[i].load(detail::memory_order_relaxed);
+          cell->stream == k.stream && cell->device == k.device)
+        return cell;
+    const bool full = used == max_streams - 1;  // the last cell counts every stream after it
+    detail::ledger_cell* cell = book_.stream_cell(source_, k.device, full ? ledger::other_streams : k.stream);
+    if (cell == nullptr) cell = book_.stream_cell(source_, -1, ledger::other_streams);
+    if (cell == nullptr || used == max_streams) return cell;
+    cells_[used].store(cell, detail::memory_order_release);
+    used_.store(used + 1, detail::memory_order_release);
+    return cell;
+  }
+  // The key is read where the stream_ref arrives: passing the reference on costs store-forwarding stalls.
+  void note(const key k, const void* p, std::size_t bytes, bool is_free) noexcept {
+    if (!book_.counts()) return;
+    const void* const me = detail::thread_token();
+    if (detail::ledger_cell* cell = cell_for(k)) cell->count(bytes, is_free, me);
+    book_.source_cell(source_).count(bytes, is_free, me);
+    book_.device_cell(k.device).count(bytes, is_free, me);
+    book_.tell(allocation_event{book_.tables_->names[source_], k.device, k.stream, p, bytes, is_free});
+  }
+  Upstream& upstream_;
+  ledger& book_;
+  std::size_t source_;
+  detail::mutex lock_;  // new cells
+  detail::atomic<std::size_t> used_{0};
+  detail::atomic<detail::ledger_cell*> cells_[max_streams] = {};
+};
+/// Adaptors compare by identity: each is a source of its own.
+template <class Upstream>
+bool operator==(const statistics_resource<Upstream>& a, const statistics_resource<Upstream>& b) noexcept {
+  return &a == &b;
+}
+static_assert(memory_resource_for<statistics_resource<device_pool_resource>, device>);
+
+}  // namespace cudamem
