@@ -275,7 +275,7 @@ void export_and_exit(int socket) {
 TEST_CASE("ipc child process", "[.ipc_child]") {
   const char* role = std::getenv("CUDAMEM_IPC_ROLE");
   const char* socket_text = std::getenv("CUDAMEM_IPC_SOCKET");
-  if (role == nullptr || socket_text == nullptr) SKIP("run by the [ipc] tests only");
+  if (role == nullptr || socket_text == nullptr) CUDAMEM_SKIP("run by the [ipc] tests only");
   const unique_fd socket(std::atoi(socket_text));
   const std::string which = role;
   if (which == "consume_malloc") consume(socket.get(), false);
