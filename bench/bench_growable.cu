@@ -53,7 +53,7 @@ double lib_sweep(const sweep& w) {
 void growth_row(std::vector<row>& rows, const options& opt, bool quick) {
   constexpr std::size_t mib = std::size_t{1} << 20;
   const sweep w = quick ? sweep{64 * mib, 512 * mib, 4 * mib} : sweep{1024 * mib, 8192 * mib, 64 * mib};
-  const int reps = quick ? 3 : std::min(opt.reps, 7);  // a raw sweep copies 504 GiB: a few trials are plenty
+  const int reps = quick ? 3 : std::min(opt.reps, 7);  // a raw sweep copies 500.5 GiB: a few trials are plenty
   auto [raw, lib] = interleaved(1, reps, [&] { return raw_sweep(w); }, [&] { return lib_sweep(w); });
   rows.push_back({"grow " + size_text(w.from) + " -> " + size_text(w.to) + " by " + size_text(w.step), "ms/sweep", raw,
                   lib, better::lower, 0.1});

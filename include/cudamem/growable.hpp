@@ -56,9 +56,10 @@ inline unsigned long long guarded_accessors(device_id owner) noexcept {
 /// Device memory of up to max_size() elements of T at one address, of which capacity() are backed by physical memory
 /// and size() are in use (uninitialized when mapped). Move-only, deep-const; not thread-safe (as a buffer is not).
 ///
-/// Order: growing is synchronous on the host and touches only memory past capacity(); kernels still reading the old
-/// extent run on undisturbed, and work queued after grow() returns, on any stream, may use the new extent. No
-/// synchronization is needed. Unmapping (shrink_to_fit, the destructor) synchronizes stream(); work on other streams
+/// Order: growing is synchronous on the host and maps only memory past capacity() (a device joining the accessor set
+/// also gets access to the mapped part, which only adds a device); kernels still reading the old extent run on
+/// undisturbed, and work queued after grow() returns, on any stream, may use the new extent. No synchronization is
+/// needed. Unmapping (shrink_to_fit, the destructor) synchronizes stream(); work on other streams
 /// that touches the unmapped part must be complete (or ordered before stream() with an event) by then.
 ///
 /// Peer access: every chunk is readable and writable from device() and from each device in the buffer's accessor set.

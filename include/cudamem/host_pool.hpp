@@ -56,8 +56,8 @@ class host_pool_resource {
     CUDAMEM_TRY(detail::check_device(reader, api));
     const bool numa = where.type() != cudaMemLocationTypeHost;
     if (!detail::host_pools_supported(reader, numa))
-      return error(errc::not_supported, api, "the driver has no stream-ordered pools at host %s locations",
-                   numa ? "NUMA" : "");
+      return error(errc::not_supported, api, "device %d has no stream-ordered pools at host%s locations", reader.get(),
+                   numa ? " NUMA" : "");
     cudaMemPoolProps props{};
     props.allocType = cudaMemAllocationTypePinned;
     props.handleTypes = cudaMemHandleTypeNone;

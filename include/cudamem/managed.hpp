@@ -152,8 +152,10 @@ template <class T>
 }
 
 /// Prefetches `count` views to `to` on `s` as one batch (cudaMemPrefetchBatchAsync, CUDA 13), or prefetch by
-/// prefetch (CUDA 12); empty views are skipped. Does not synchronize. Errors: as prefetch; invalid_argument (null
-/// views with a count); a CUDA 12 loop stops at the first failure, the earlier prefetches queued.
+/// prefetch (CUDA 12); empty views are skipped. Does not synchronize `s`, but the batch call may return only once the
+/// pages have moved (measured on an H200, driver 580: docs/kinds.md); where the thread must not wait, call prefetch
+/// per view. Errors: as prefetch; invalid_argument (null views with a count); a CUDA 12 loop stops at the first
+/// failure, the earlier prefetches queued.
 template <class T>
 [[nodiscard]] status prefetch_many(const span<T, managed>* views, std::size_t count, memory_location to,
                                    stream_ref s) noexcept {

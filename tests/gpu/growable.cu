@@ -246,6 +246,9 @@ TEST_CASE("growable_buffer: misuse is refused with the call's name", "[growable]
   CHECK(moved.size() == 10);
   CHECK(g.size() == 0);
   CHECK(!g.grow(20));
+  CHECK(!g.accessible_from(device_id(0)));  // a moved-from buffer holds nothing that a device could reach
+  CHECK(g.max_size() == 0);
+  CHECK(moved.accessible_from(device_id(0)));
 }
 
 TEST_CASE("growable_buffer: chunks made exportable as POSIX file descriptors export", "[growable][ipc]") {

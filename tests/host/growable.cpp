@@ -366,17 +366,25 @@ TEST_CASE("an unmap that fails midway maps back what the call unmapped", "[growa
 }
 
 TEST_CASE("a moved range keeps everything; the moved-from one holds nothing", "[growable]") {
-  vmm_range r = reserved_range(8 * gran);
-  REQUIRE(r.map_to(3 * gran, 0, "test"));
+  vmm_range r = reserved_range(8 * gran, 2);
+  REQUIRE(r.map_to(3 * gran, 0b1u, "test"));
   vmm_range moved = static_cast<vmm_range&&>(r);
   CHECK(r.base() == 0);
   CHECK(r.mapped() == 0);
+  CHECK(r.reserved() == 0);
   CHECK(r.chunk_count() == 0);
+  CHECK(r.accessors() == 0);  // no device reaches a range that holds nothing
+  CHECK(r.granularity() == 0);
   CHECK(moved.mapped() == 3 * gran);
+  CHECK(moved.reserved() == 8 * gran);
+  CHECK(moved.accessors() == 0b101u);
+  CHECK(moved.granularity() == gran);
   check_consistent(moved);
-  moved = vmm_range();
+  moved = static_cast<vmm_range&&>(r);  // the moved-from range, assigned over a live one: that one is freed
   CHECK(drv.handles.empty());
   CHECK(drv.reserved == 0);
+  CHECK(moved.base() == 0);
+  CHECK(moved.accessors() == 0);
 }
 
 TEST_CASE("a range frees everything it holds: chunks, handles, reservation", "[growable]") {
@@ -417,6 +425,14 @@ TEST_CASE("the registry names the accessors holding guards to an owner", "[growa
   CHECK(table.accessors_of(device_id(0)) == 0);
   CHECK(table.accessors_of(device_id(-1)) == 0);
   CHECK(table.accessors_of(device_id(64)) == 0);
+}
+
+TEST_CASE("a growable buffer on a moved-from stream is refused before CUDA is asked", "[growable]") {
+  const stream_ref gone = stream_ref::from_native_handle(detail::invalid_stream(), device_id(0));
+  auto made = growable_buffer<float>::create(1000, gone);
+  REQUIRE_FALSE(made);
+  CHECK(made.error() == errc::invalid_argument);
+  CHECK(std::string(made.error().message()).rfind("growable_buffer::create: the stream was moved from", 0) == 0);
 }
 
 TEST_CASE("with no device, growable buffers fail cleanly, naming the call", "[no_device]") {

@@ -49,6 +49,15 @@ TEST_CASE("prefetch and advice refuse bad locations and streams before asking CU
   auto discard = discard_and_prefetch_many(&view, 1, memory_location::host_numa(-1), stream_ref());
   REQUIRE(!discard);
   CHECK(discard.error() == errc::invalid_argument);
+  // A moved-from stream is refused before the location or the views are looked at.
+  const stream_ref gone = stream_ref::from_native_handle(detail::invalid_stream(), device_id(0));
+  for (const status& refused :
+       {prefetch(view, memory_location::host(), gone), prefetch_many(&view, 1, memory_location::host(), gone),
+        discard_and_prefetch_many(&view, 1, memory_location::host(), gone)}) {
+    REQUIRE(!refused);
+    CHECK(refused.error() == errc::invalid_argument);
+    CHECK(std::string(refused.error().message()).find("stream") != std::string::npos);
+  }
 }
 
 TEST_CASE("empty views and empty batches are done without CUDA", "[managed]") {

@@ -257,8 +257,13 @@ class vmm_range {
     device_ = other.device_;
     handle_type_ = other.handle_type_;
     chunks_.swap(other.chunks_);  // this one's are none: fresh or destroyed
-    other.base_ = 0;
-    other.reserved_ = other.mapped_ = 0;
+    other.forget();
+  }
+  // Holds nothing, as a default-made range: no device reaches it (accessible_from says no after a move).
+  void forget() noexcept {
+    base_ = 0;
+    reserved_ = mapped_ = granularity_ = 0;
+    accessors_ = 0;
   }
   // Failures go to the release handler; the caller has made sure no work still uses the range.
   void destroy() noexcept {
@@ -270,8 +275,7 @@ class vmm_range {
     }
     chunks_.erase(chunks_.begin(), chunks_.end());
     check_release(calls_->address_free(base_, reserved_), "cuMemAddressFree");
-    base_ = 0;
-    reserved_ = mapped_ = 0;
+    forget();
   }
 
   const vmm_calls* calls_ = nullptr;
