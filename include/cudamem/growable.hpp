@@ -131,8 +131,8 @@ class growable_buffer {
 
   /// Sets size() to `count` >= size(), first mapping one chunk for what capacity() lacks; the address stays, no byte
   /// moves, existing views stay valid. Synchronous; no stream involved. Errors, nothing changed: invalid_argument
-  /// (count < size(), or moved from), out_of_range (count > max_size()), size_overflow, CUDA errors
-  /// (cudaErrorMemoryAllocation from cuMemCreate when the device is full).
+  /// (count < size(), or moved from), out_of_range (count > max_size()), CUDA errors (cudaErrorMemoryAllocation from
+  /// cuMemCreate when the device is full).
   [[nodiscard]] status grow(std::size_t count) noexcept {
     constexpr const char* api = "growable_buffer::grow";
     if (count < size_)

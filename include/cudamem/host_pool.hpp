@@ -11,6 +11,7 @@
 ///       native_handle(), location(); move-only; == when the pool is the same
 #pragma once
 
+#include <cudamem/detail/capture.hpp>
 #include <cudamem/detail/unique_handle.hpp>
 #include <cudamem/location.hpp>
 #include <cudamem/resource.hpp>
@@ -23,7 +24,10 @@ namespace detail {
 struct mem_pool_handle {  // what a host_pool_resource owns
   using type = cudaMemPool_t;
   static type empty() noexcept { return nullptr; }
-  static void release(type pool) noexcept { check_release(cudaMemPoolDestroy(pool), "cudaMemPoolDestroy"); }
+  static void release(type pool) noexcept {
+    relaxed_capture_scope relaxed;  // a destructor's synchronous call: no part of a capture elsewhere
+    check_release(cudaMemPoolDestroy(pool), "cudaMemPoolDestroy");
+  }
 };
 // cudaDevAttrHostMemoryPoolsSupported (144) and cudaDevAttrHostNumaMemoryPoolsSupported (142) by value: CUDA 12's
 // older headers lack the first; a driver that does not know one answers with an error, read as "no".

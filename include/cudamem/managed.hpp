@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cudamem/buffer.hpp>
+#include <cudamem/detail/capture.hpp>
 #include <cudamem/detail/storage.hpp>
 #include <cudamem/location.hpp>
 #include <cudamem/span.hpp>
@@ -23,12 +24,13 @@ namespace cudamem {
 
 /// What advise() tells the driver about a managed range (cudaMemoryAdvise).
 enum class managed_advice : unsigned char {
-  read_mostly,               ///< Mostly read: reads make read-only copies where they happen (location ignored).
-  unset_read_mostly,         ///< Undoes read_mostly (location ignored).
-  preferred_location,        ///< Keep the pages at the location; faults elsewhere map rather than migrate.
-  unset_preferred_location,  ///< Undoes preferred_location (location ignored).
-  accessed_by,               ///< Keep the pages mapped for the location (a device, or the host), wherever they live.
-  unset_accessed_by,         ///< Undoes accessed_by for the location.
+  read_mostly,  ///< Mostly read: reads make read-only copies where they happen (CUDA ignores the location; it is still
+                ///< checked).
+  unset_read_mostly,  ///< Undoes read_mostly (CUDA ignores the location; it is still checked).
+  preferred_location,  ///< Keep the pages at the location; faults elsewhere map rather than migrate.
+  unset_preferred_location,  ///< Undoes preferred_location (CUDA ignores the location; it is still checked).
+  accessed_by,  ///< Keep the pages mapped for the location (a device, or the host), wherever they live.
+  unset_accessed_by,  ///< Undoes accessed_by for the location.
 };
 
 namespace detail {
@@ -76,6 +78,7 @@ inline status advise_bytes(const void* p, std::size_t bytes, managed_advice a, m
                            const char* api) noexcept {
   CUDAMEM_TRY(check_location(at, api));
   if (bytes == 0) return {};
+  relaxed_capture_scope relaxed;  // a synchronous call of the library's own: no part of a capture elsewhere
   return check(advise_call(p, bytes, native_advice(a), at.native()), api, advise_name);
 }
 /// One batch of the non-empty ranges (`discard`: discard, then prefetch), or with CUDA 12 a loop of prefetches (a
@@ -139,8 +142,9 @@ template <class T>
 template <class T>
 status prefetch(const managed_buffer<T>&&, memory_location, stream_ref) = delete;  // keep the managed buffer alive
 
-/// Tells the driver how `view` will be used (cudaMemAdvise): `at` is the location the advice names (ignored by
-/// read_mostly, unset_read_mostly and unset_preferred_location). Synchronous. Errors: as prefetch, CUDA errors.
+/// Tells the driver how `view` will be used (cudaMemAdvise): `at` is the location the advice names (CUDA ignores it
+/// for read_mostly, unset_read_mostly and unset_preferred_location; cudamem checks it for every advice). Synchronous.
+/// Errors: as prefetch, CUDA errors.
 template <class T>
 [[nodiscard]] status advise(span<T, managed> view, managed_advice advice, memory_location at) noexcept {
   return detail::advise_bytes(view.data().get(), view.size_bytes(), advice, at, "advise");

@@ -723,9 +723,10 @@ enum class errc : int {
 };
 /// The name of an errc value, such as "extents_mismatch"; "unknown" for a value outside the enum.
 [[nodiscard]] constexpr const char* to_string(errc code) noexcept {
-  constexpr const char* names[] = {"cuda",    "invalid_argument", "out_of_range",  "size_overflow",  "extents_mismatch",
-                                   "overlap", "not_supported",    "out_of_memory", "capture_active", "nccl",
-                                   "system",  "out_of_memory_retry"};
+  constexpr const char* names[] = {"cuda",          "invalid_argument", "out_of_range",
+                                   "size_overflow", "extents_mismatch", "overlap",
+                                   "not_supported", "out_of_memory",    "capture_active",
+                                   "nccl",          "system",           "out_of_memory_retry"};
   const unsigned index = static_cast<unsigned>(code) - 1u;
   return index < sizeof names / sizeof *names ? names[index] : "unknown";
 }
