@@ -21,14 +21,6 @@
 namespace cudamem {
 
 namespace detail {
-struct mem_pool_handle {  // what a host_pool_resource owns
-  using type = cudaMemPool_t;
-  static type empty() noexcept { return nullptr; }
-  static void release(type pool) noexcept {
-    relaxed_capture_scope relaxed;  // a destructor's synchronous call: no part of a capture elsewhere
-    check_release(cudaMemPoolDestroy(pool), "cudaMemPoolDestroy");
-  }
-};
 // cudaDevAttrHostMemoryPoolsSupported (144) and cudaDevAttrHostNumaMemoryPoolsSupported (142) by value: CUDA 12's
 // older headers lack the first; a driver that does not know one answers with an error, read as "no".
 inline bool host_pools_supported(device_id id, bool numa) noexcept {
@@ -84,12 +76,8 @@ class host_pool_resource {
   /// `bytes` from the pool, ordered on `s` (cudaMallocFromPoolAsync). Errors: invalid_argument (moved from, bad
   /// alignment), not_supported (alignment > 256), CUDA errors.
   [[nodiscard]] result<void*> allocate(stream_ref s, std::size_t bytes, std::size_t alignment) noexcept {
-    constexpr const char* api = "cudaMallocFromPoolAsync";
-    if (!pool_.valid()) return detail::handle_moved_from(api, "host_pool_resource");
-    CUDAMEM_TRY(detail::check_alignment(alignment, api));
-    void* raw = nullptr;
-    CUDAMEM_TRY(detail::check(cudaMallocFromPoolAsync(&raw, bytes, pool_.get(), s.get()), nullptr, api));
-    return raw;
+    return detail::allocate_from_pool(pool_.valid() ? pool_.get() : nullptr, s, bytes, alignment, "host_pool_resource",
+                                      -1);
   }
   /// Frees on `s` (cudaFreeAsync); failures go to the release handler.
   void deallocate(stream_ref s, void* p, std::size_t, std::size_t) noexcept {

@@ -610,15 +610,6 @@ struct ipc_pool_options {
   std::size_t release_threshold = 0;
 };
 
-namespace detail {
-struct mem_pool_handle {  // what an ipc_pool or imported_pool owns
-  using type = cudaMemPool_t;
-  static type empty() noexcept { return nullptr; }
-  // Allocations still out keep the pool's memory until they are freed (CUDA's rule): destroying it early is safe.
-  static void release(type pool) noexcept { check_release(cudaMemPoolDestroy(pool), "cudaMemPoolDestroy"); }
-};
-}  // namespace detail
-
 /// A stream-ordered pool on one device whose memory other processes can import (cudaMemPoolCreate with POSIX file
 /// descriptors): a memory resource, so buffers allocate from it (cudaMallocFromPoolAsync, cudaFreeAsync). share()
 /// gives the pool's descriptor and file descriptor for another process (send_fd), export_memory() each allocation's.
@@ -653,12 +644,8 @@ class ipc_pool {
   }
   /// `bytes` from the pool, ordered on `s` (cudaMallocFromPoolAsync; capturable). Errors: as device_pool_resource's.
   [[nodiscard]] result<void*> allocate(stream_ref s, std::size_t bytes, std::size_t alignment) noexcept {
-    constexpr const char* api = "cudaMallocFromPoolAsync";
-    if (!pool_.valid()) return detail::handle_moved_from("ipc_pool::allocate", "pool");
-    CUDAMEM_TRY(detail::check_alignment(alignment, api));
-    void* raw = nullptr;
-    CUDAMEM_TRY(detail::check(cudaMallocFromPoolAsync(&raw, bytes, pool_.get(), s.get()), nullptr, api));
-    return raw;
+    return detail::allocate_from_pool(pool_.valid() ? pool_.get() : nullptr, s, bytes, alignment, "ipc_pool",
+                                      device_.get());
   }
   /// Frees on `s` (cudaFreeAsync); every importer must have let go first. Failures: the release handler.
   void deallocate(stream_ref s, void* p, std::size_t, std::size_t) noexcept {

@@ -133,6 +133,32 @@ struct device_pool_resource {
 };
 static_assert(memory_resource_for<device_pool_resource, device>);
 
+namespace detail {
+/// A cudaMemPool_t that a resource owns (host_pool_resource, ipc_pool, imported_pool), for unique_handle. Allocations
+/// still out keep the pool's memory until they are freed (CUDA's rule): destroying it early is safe.
+struct mem_pool_handle {
+  using type = cudaMemPool_t;
+  static type empty() noexcept { return nullptr; }
+  static void release(type pool) noexcept {
+    relaxed_capture_scope relaxed;  // a destructor's synchronous call: no part of a capture elsewhere
+    check_release(cudaMemPoolDestroy(pool), "cudaMemPoolDestroy");
+  }
+};
+/// cudaMallocFromPoolAsync from a pool a resource owns (host_pool_resource, ipc_pool), ordered on `s`: `owner` names
+/// the resource in the error for a moved-from one (null pool). An out-of-memory failure carries the figures of
+/// `device` (-1: the request alone, as for host memory).
+inline result<void*> allocate_from_pool(cudaMemPool_t pool, stream_ref s, std::size_t bytes, std::size_t alignment,
+                                        const char* owner, int device) noexcept {
+  constexpr const char* api = "cudaMallocFromPoolAsync";
+  if (pool == nullptr) return handle_moved_from(api, owner);
+  CUDAMEM_TRY(check_alignment(alignment, api));
+  void* raw = nullptr;
+  if (const cudaError_t code = cudaMallocFromPoolAsync(&raw, bytes, pool, s.get()); code != cudaSuccess) [[unlikely]]
+    return with_device_figures(check(code, nullptr, api).error(), bytes, device);
+  return raw;
+}
+}  // namespace detail
+
 /// Aligned operator new: at least 64 bytes (a cache line), more when asked. Needs no device.
 struct host_resource {
   using kind = host;  ///< The kind it serves.
