@@ -36,12 +36,9 @@ enum class shareable_handle : unsigned char {
 struct growable_options {
   shareable_handle handle = shareable_handle::none;  ///< What its chunks can be exported as.
 };
-/// One physical allocation of a growable_buffer, mapped at `offset_bytes` into it.
-struct physical_chunk {
-  unsigned long long handle = 0;  ///< CUmemGenericAllocationHandle, owned by the buffer (export it, never release it).
-  std::size_t offset_bytes = 0;  ///< Where it starts, from data().
-  std::size_t size_bytes = 0;  ///< Its size, a multiple of granularity().
-};
+/// One physical allocation of a growable_buffer: `handle` (CUmemGenericAllocationHandle, owned by the buffer: export
+/// it, never release it), mapped `offset` bytes from data(), `bytes` long (a multiple of granularity()).
+using physical_chunk = detail::vmm_chunk;
 
 namespace detail {
 inline int vmm_handle_of(shareable_handle h) noexcept {
@@ -196,9 +193,7 @@ class growable_buffer {
   /// The physical chunks in address order, for export (cuMemExportToShareableHandle with handle_type()); valid until
   /// the next grow, reserve, resize or shrink_to_fit. The buffer keeps owning them.
   [[nodiscard]] span<const physical_chunk, host> chunks() const noexcept {
-    static_assert(sizeof(physical_chunk) == sizeof(detail::vmm_chunk));
-    const auto* first_chunk = reinterpret_cast<const physical_chunk*>(range_.chunks());
-    return {ptr<const physical_chunk, host>(first_chunk, device_id::host()), range_.chunk_count()};
+    return {ptr<const physical_chunk, host>(range_.chunks(), device_id::host()), range_.chunk_count()};
   }
   /// What the chunks can be exported as.
   [[nodiscard]] shareable_handle handle_type() const noexcept {

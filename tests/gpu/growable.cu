@@ -260,8 +260,8 @@ TEST_CASE("growable_buffer: chunks made exportable as POSIX file descriptors exp
   REQUIRE_OK(g.grow(9 * words_per_mib));
   CHECK(g.handle_type() == shareable_handle::posix_fd);
   REQUIRE(g.chunks().size() == 2);
-  CHECK(g.chunks()[0].offset_bytes == 0);
-  CHECK(g.chunks()[1].offset_bytes == g.chunks()[0].size_bytes);
+  CHECK(g.chunks()[0].offset == 0);
+  CHECK(g.chunks()[1].offset == g.chunks()[0].bytes);
   cudaError_t (*export_handle)(void*, unsigned long long, int, unsigned long long) = nullptr;
   detail::load_driver_entry("cuMemExportToShareableHandle", export_handle);
   REQUIRE(export_handle != nullptr);
