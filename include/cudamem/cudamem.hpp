@@ -1,13 +1,13 @@
 // SPDX-License-Identifier: MIT
 /// \file
-/// The umbrella header: every public header but those in interop/, trace.hpp (file output: include it where you record
-/// a trace) and copy_many.hpp (batched copies), which a file
-/// that makes batched copies includes itself: it needs `<ranges>` and `<algorithm>`, which would cost every other file
-/// that includes the umbrella about two seconds of compile time (docs/decisions.md).
+/// The umbrella header: every public header but those in interop/ and the opt-in ones, which a file that uses them
+/// includes itself, so that the others do not pay their compile time (docs/decisions.md): copy_many.hpp (batched
+/// copies: `<ranges>` and `<algorithm>`), statistics.hpp (the ledger: half the umbrella's own cost again),
+/// trace.hpp (file output), growable.hpp, managed.hpp, location.hpp, host_pool.hpp, ipc.hpp, fd_passing.hpp,
+/// unique_fd.hpp.
 ///
 ///     error, kind, device, stream, ptr, span, pitched_span       errors; kinds; devices; streams; views
 ///     resource, buffer, pitched, host_register, registry, pool   where memory comes from, and its owners
-///     statistics                                                 the ledger: usage per device, stream, source
 ///     copy, peer                                                 copies and fills; peer access
 #pragma once
 
@@ -30,5 +30,4 @@
 #include <cudamem/registry.hpp>
 #include <cudamem/resource.hpp>
 #include <cudamem/span.hpp>
-#include <cudamem/statistics.hpp>
 #include <cudamem/stream.hpp>
