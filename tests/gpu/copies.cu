@@ -135,6 +135,8 @@ TEST_CASE("CuPy's MemoryPointer operations move data like copy and fill_bytes", 
   CHECK(std::memcmp(staging.data().get(), expected.data(), expected.size() * sizeof(std::int16_t)) == 0);
 
   REQUIRE_OK(fill_bytes(other, 0x7f, s));
+  // A synchronous copy runs on the legacy default stream, which does not wait for the non-blocking s.
+  REQUIRE_OK(s.synchronize());
   REQUIRE_OK(copy(span(out), other));
   CHECK(test::all_bytes(out, 0x7f));
   REQUIRE_OK(copy(other, dev.view()));
