@@ -78,8 +78,7 @@ int main() {
   std::vector<bool> touched(rows, false);
   for (std::size_t id : ids) touched[id] = true;
   std::size_t wrong = 0;
-  for (std::size_t i = 0; i < values.size(); ++i)
-    wrong += back[i] != values[i] + (touched[i / width] ? 1.0f : 0.0f);
+  for (std::size_t i = 0; i < values.size(); ++i) wrong += back[i] != values[i] + (touched[i / width] ? 1.0f : 0.0f);
   if (wrong != 0) {
     std::fprintf(stderr, "gather_rows: %zu values wrong\n", wrong);
     return 1;

@@ -13,7 +13,8 @@
 ///     usage: bytes_in_use, blocks_in_use, peak_bytes, peak_blocks, allocated_bytes, allocations, freed_bytes, frees,
 ///            cached_bytes (a source over a caching_pool: bytes cached there, not in use)
 ///
-/// The hot path takes no lock and, on the thread that first used a stream, no atomic read-modify-write. Counts are in
+/// The hot path touches one counter cell, the (source, stream)'s, with no lock and, on the thread that first used the
+/// stream, no atomic read-modify-write; only an allocation that may pass a peak takes the ledger's lock. Counts are in
 /// bytes as asked of the adaptor. See docs/allocators.md ("The ledger").
 #pragma once
 
@@ -79,19 +80,24 @@ inline const void* thread_token() noexcept {
   return &token;
 }
 
-/// The counters of one (source, device, stream), one source or one device. The first thread to count into it owns
-/// it: its counts are plain loads and stores; any other thread adds to `foreign` atomically. Bytes and blocks in use
-/// are counted directly (frees are derived), so a free updates two counters and an allocation four; peaks are raised
-/// by compare-and-swap only when passed, which a steady state does not.
+/// The counters of one (source, device, stream). The first thread to count into it owns it: its counts are plain
+/// loads and stores; any other thread adds to `foreign` atomically. Bytes and blocks in use are counted directly (frees
+/// are derived), so a free updates two counters and an allocation four. An allocation that takes the cell's figures in
+/// use past its limits calls the ledger (ledger::crossed), which raises the peaks (the cell's, its source's and its
+/// device's) and gives each cell new limits; otherwise nothing beyond the cell is touched. Sources and devices have no
+/// counters of their own: their figures are the sums of their cells'.
 struct alignas(64) ledger_cell {
   enum : unsigned { bytes_in_use, blocks_in_use, allocated_bytes, allocations, counters };
+  // The owner's line: its counters, the limits it compares with, the key cell_for compares.
   atomic<std::uint64_t> own[counters] = {};  // wrapped: in-use figures may go below zero
   atomic<const void*> owner{nullptr};
-  std::uint32_t source = 0;
-  int device = -1;
+  atomic<std::int64_t> limit_bytes{0},
+      limit_blocks{0};  // in use beyond these: ledger::crossed (written under its lock)
   std::uint64_t stream = 0;
   alignas(64) atomic<std::uint64_t> foreign[counters] = {};
-  atomic<std::uint64_t> peak_bytes[2] = {}, peak_blocks[2] = {};  // [since::start], [since::reset]
+  std::uint32_t source = 0;
+  int device = -1;
+  atomic<std::uint64_t> peak_bytes[2] = {}, peak_blocks[2] = {};  // [since::start], [since::reset]; under the lock
   atomic<std::uint64_t> base[counters] = {};  // at the last reset: [allocated_bytes], [allocations]; freed bytes, frees
 
   std::uint64_t total(unsigned c) const noexcept {
@@ -99,7 +105,9 @@ struct alignas(64) ledger_cell {
   }
   std::int64_t bytes_now() const noexcept { return std::int64_t(total(bytes_in_use)); }
   std::int64_t blocks_now() const noexcept { return std::int64_t(total(blocks_in_use)); }
-  [[gnu::always_inline]] void count(std::size_t bytes, bool is_free, const void* me) noexcept {
+  // Counts one allocation or free; true when an allocation took the figures past the limits (the caller then calls
+  // ledger::crossed).
+  [[gnu::always_inline]] bool count(std::size_t bytes, bool is_free, const void* me) noexcept {
     const void* held = owner.load(memory_order_relaxed);
     if (held != me) [[unlikely]]
       return count_foreign(bytes, is_free, me, held);
@@ -108,49 +116,40 @@ struct alignas(64) ledger_cell {
     const std::uint64_t now_blocks = own[blocks_in_use].load(memory_order_relaxed) + (is_free ? ~std::uint64_t{0} : 1);
     own[bytes_in_use].store(now_bytes, memory_order_relaxed);
     own[blocks_in_use].store(now_blocks, memory_order_relaxed);
-    if (is_free) return;
+    if (is_free) return false;
     own[allocated_bytes].store(own[allocated_bytes].load(memory_order_relaxed) + bytes, memory_order_relaxed);
     own[allocations].store(own[allocations].load(memory_order_relaxed) + 1, memory_order_relaxed);
-    passed(now_bytes + foreign[bytes_in_use].load(memory_order_relaxed),
-           now_blocks + foreign[blocks_in_use].load(memory_order_relaxed));
+    return past_limits(now_bytes + foreign[bytes_in_use].load(memory_order_relaxed),
+                       now_blocks + foreign[blocks_in_use].load(memory_order_relaxed));
   }
-  [[gnu::noinline]] void count_foreign(std::size_t bytes, bool is_free, const void* me, const void* held) noexcept {
+  [[gnu::noinline]] bool count_foreign(std::size_t bytes, bool is_free, const void* me, const void* held) noexcept {
     if (held == nullptr && owner.compare_exchange_strong(held, me, memory_order_relaxed))
       return count(bytes, is_free, me);
     const std::uint64_t signed_bytes = is_free ? 0 - std::uint64_t(bytes) : std::uint64_t(bytes);
     const std::uint64_t now_bytes = foreign[bytes_in_use].fetch_add(signed_bytes, memory_order_relaxed) + signed_bytes;
     const std::uint64_t one = is_free ? ~std::uint64_t{0} : 1;
     const std::uint64_t now_blocks = foreign[blocks_in_use].fetch_add(one, memory_order_relaxed) + one;
-    if (is_free) return;
+    if (is_free) return false;
     foreign[allocated_bytes].fetch_add(bytes, memory_order_relaxed);
     foreign[allocations].fetch_add(1, memory_order_relaxed);
-    passed(now_bytes + own[bytes_in_use].load(memory_order_relaxed),
-           now_blocks + own[blocks_in_use].load(memory_order_relaxed));
+    return past_limits(now_bytes + own[bytes_in_use].load(memory_order_relaxed),
+                       now_blocks + own[blocks_in_use].load(memory_order_relaxed));
   }
-  [[gnu::always_inline]] void passed(std::uint64_t bytes, std::uint64_t blocks) noexcept {  // figures after an alloc
-    if (std::int64_t(bytes) > std::int64_t(peak_bytes[1].load(memory_order_relaxed)) ||
-        std::int64_t(blocks) > std::int64_t(peak_blocks[1].load(memory_order_relaxed))) [[unlikely]]
-      raise(std::int64_t(bytes), std::int64_t(blocks));
+  bool past_limits(std::uint64_t bytes, std::uint64_t blocks) const noexcept {  // figures after an allocation
+    return std::int64_t(bytes) > limit_bytes.load(memory_order_relaxed) ||
+           std::int64_t(blocks) > limit_blocks.load(memory_order_relaxed);
   }
-  [[gnu::noinline]] void raise(std::int64_t bytes, std::int64_t blocks) noexcept {
-    for (unsigned p = 0; p < 2; ++p) {
-      raise(peak_bytes[p], bytes);
-      raise(peak_blocks[p], blocks);
-    }
-  }
-  static void raise(atomic<std::uint64_t>& peak, std::int64_t now) noexcept {
-    if (now <= 0) return;
-    std::uint64_t seen = peak.load(memory_order_relaxed);
-    while (std::uint64_t(now) > seen && !peak.compare_exchange_weak(seen, std::uint64_t(now), memory_order_relaxed)) {}
+  static void raise(atomic<std::uint64_t>& peak, std::int64_t now) noexcept {  // under the ledger's lock
+    if (now > 0 && std::uint64_t(now) > peak.load(memory_order_relaxed))
+      peak.store(std::uint64_t(now), memory_order_relaxed);
   }
   void reset() noexcept {
     base[allocated_bytes].store(total(allocated_bytes), memory_order_relaxed);
     base[allocations].store(total(allocations), memory_order_relaxed);
     base[bytes_in_use].store(total(allocated_bytes) - total(bytes_in_use), memory_order_relaxed);  // freed bytes
     base[blocks_in_use].store(total(allocations) - total(blocks_in_use), memory_order_relaxed);  // frees
-    const std::int64_t bytes = bytes_now(), blocks = blocks_now();
-    peak_bytes[1].store(bytes > 0 ? std::uint64_t(bytes) : 0, memory_order_relaxed);
-    peak_blocks[1].store(blocks > 0 ? std::uint64_t(blocks) : 0, memory_order_relaxed);
+    peak_bytes[1].store(0, memory_order_relaxed);
+    peak_blocks[1].store(0, memory_order_relaxed);
   }
   cudamem::usage read(since from) const noexcept {
     const unsigned p = from == since::reset ? 1 : 0;
@@ -179,13 +178,14 @@ template <class Upstream>
 class statistics_resource;
 
 /// Counts allocations per device, per stream and per source (statistics_resource) for the sources that report into it.
-/// Its tables are made once, at construction (about 40 KiB); should that fail, it counts nothing. It must outlive its
-/// sources. Thread-safe; views read counters that other threads may be changing, each one exactly.
+/// Its tables are made once, at construction (about 120 KiB); should that fail, it counts nothing. It must outlive its
+/// sources. Thread-safe. A view of a stream reads that stream's counters; a view of a source or a device sums its
+/// streams' counters under the ledger's lock, each counter read exactly once.
 class ledger {
  public:
   static constexpr std::size_t max_sources = 32;  ///< sources beyond these count as the last one ("other sources")
   static constexpr std::size_t max_devices = 64;  ///< devices from 63, and unknown ones, count as device 63
-  static constexpr std::size_t max_streams = 512;  ///< (source, stream) pairs beyond these count as other_streams
+  static constexpr std::size_t max_streams = 512;  ///< (source, stream) pairs; beyond them a source's other_streams
   static constexpr std::size_t max_name = 47;  ///< a source's name is kept up to this many characters
   static constexpr std::uint64_t legacy_stream = ~std::uint64_t{0} - 1;  ///< the legacy default stream's key
   static constexpr std::uint64_t per_thread_stream = ~std::uint64_t{0} - 2;  ///< any per-thread default stream's key
@@ -198,7 +198,10 @@ class ledger {
   /// Device `id`'s figures over every source. cached_bytes is 0 (sources know theirs).
   [[nodiscard]] cudamem::usage device(device_id id, since from = since::start) const noexcept {
     if (!tables_) return {};
-    return tables_->devices[device_slot(id.get())].read(from);
+    const std::size_t slot = device_slot(id.get());
+    const detail::lock_guard<detail::mutex> hold(tables_->lock);
+    return summed(tables_->devices[slot], from,
+                  [slot](const detail::ledger_cell& c) { return device_slot(c.device) == slot; });
   }
   /// `f(row)` for each (source, stream) counted so far, in the order they were first seen.
   template <class F>
@@ -221,16 +224,28 @@ class ledger {
   /// made during the reset may land before or after it.
   void reset() noexcept {
     if (!tables_) return;
-    for (detail::ledger_cell& cell : tables_->sources) cell.reset();
-    for (detail::ledger_cell& cell : tables_->devices) cell.reset();
-    for (detail::ledger_cell& cell : tables_->streams) cell.reset();
+    const detail::lock_guard<detail::mutex> hold(tables_->lock);
+    const std::size_t used = tables_->used_streams.load(detail::memory_order_relaxed);
+    for (std::size_t i = 0; i < used; ++i) tables_->streams[i].reset();
+    for (peaks& p : tables_->sources)
+      p.bytes[1].store(0, detail::memory_order_relaxed), p.blocks[1].store(0, detail::memory_order_relaxed);
+    for (peaks& p : tables_->devices)
+      p.bytes[1].store(0, detail::memory_order_relaxed), p.blocks[1].store(0, detail::memory_order_relaxed);
+    rebalance();
   }
   /// True when no source has a block outstanding: every allocation counted has been freed. (Devices are not asked: a
   /// block freed on another device's stream counts on that device.)
   [[nodiscard]] bool balanced() const noexcept {
     if (!tables_) return true;
-    for (const detail::ledger_cell& cell : tables_->sources)
-      if (cell.bytes_now() != 0 || cell.blocks_now() != 0) return false;
+    std::int64_t bytes[max_sources] = {}, blocks[max_sources] = {};
+    const detail::lock_guard<detail::mutex> hold(tables_->lock);
+    const std::size_t used = tables_->used_streams.load(detail::memory_order_relaxed);
+    for (std::size_t i = 0; i < used; ++i) {
+      const detail::ledger_cell& cell = tables_->streams[i];
+      bytes[cell.source] += cell.bytes_now(), blocks[cell.source] += cell.blocks_now();
+    }
+    for (std::size_t i = 0; i < max_sources; ++i)
+      if (bytes[i] != 0 || blocks[i] != 0) return false;
     return true;
   }
   /// Sends every allocation and free to `sink` from now on (one sink at a time; a new one replaces the last). Attach
@@ -249,24 +264,100 @@ class ledger {
     cached_fn cached = nullptr;  // null once the source is gone
     const void* object = nullptr;
   };
+  struct peaks {  // of a source or a device: [since::start], [since::reset]
+    detail::atomic<std::uint64_t> bytes[2] = {}, blocks[2] = {};
+  };
   struct tables {
-    detail::ledger_cell sources[max_sources];
-    detail::ledger_cell devices[max_devices];
     detail::ledger_cell streams[max_streams];
+    peaks sources[max_sources];
+    peaks devices[max_devices];
     char names[max_sources][max_name + 1] = {};
     source_info info[max_sources];
     detail::atomic<std::size_t> used_sources{0}, used_streams{0};
-    detail::mutex lock;  // new sources and streams, source_info
+    detail::mutex lock;  // new sources and streams, source_info, peaks and limits
   };
   static std::size_t device_slot(int device) noexcept {
     return device < 0 || std::size_t(device) >= max_devices ? max_devices - 1 : std::size_t(device);
   }
+  // The sum of the cells `pick` chooses, with the peaks `p`; under the lock.
+  template <class Pick>
+  cudamem::usage summed(const peaks& p, since from, Pick pick) const noexcept {
+    cudamem::usage out;
+    const std::size_t used = tables_->used_streams.load(detail::memory_order_relaxed);
+    for (std::size_t i = 0; i < used; ++i) {
+      const detail::ledger_cell& cell = tables_->streams[i];
+      if (!pick(cell)) continue;
+      const cudamem::usage one = cell.read(from);
+      out.bytes_in_use += one.bytes_in_use, out.blocks_in_use += one.blocks_in_use;
+      out.allocated_bytes += one.allocated_bytes, out.allocations += one.allocations;
+      out.freed_bytes += one.freed_bytes, out.frees += one.frees;
+    }
+    const unsigned at = from == since::reset ? 1 : 0;
+    out.peak_bytes = p.bytes[at].load(detail::memory_order_relaxed);
+    out.peak_blocks = p.blocks[at].load(detail::memory_order_relaxed);
+    return out;
+  }
   cudamem::usage source_usage(std::size_t index, since from) const noexcept {
-    cudamem::usage out = tables_->sources[index].read(from);
     const detail::lock_guard<detail::mutex> hold(tables_->lock);
+    cudamem::usage out =
+        summed(tables_->sources[index], from, [index](const detail::ledger_cell& c) { return c.source == index; });
     if (const source_info& info = tables_->info[index]; info.cached != nullptr)
       out.cached_bytes = info.cached(info.object);
     return out;
+  }
+  // An allocation took a cell past its limits: raise the peaks and give out new limits.
+  [[gnu::noinline]] void crossed() noexcept {
+    const detail::lock_guard<detail::mutex> hold(tables_->lock);
+    rebalance();
+  }
+  // Under the lock. Raises every peak that the figures now pass (each cell's, each source's, each device's), then
+  // gives each cell limits such that no peak can be passed while every cell stays within its own: a cell may grow by
+  // an equal share of the room its source and its device have left below their peaks (since::reset ones, which are
+  // never above the since::start ones), and not past its own peak. A cell whose allocations pass its limits comes
+  // back here; one that stays within them touches nothing else. A steady state (allocations and frees of a working
+  // set that has peaked) never comes back.
+  void rebalance() noexcept {
+    struct sum {
+      std::int64_t bytes = 0, blocks = 0, cells = 0, room_bytes = 0, room_blocks = 0;
+    };
+    sum sources[max_sources], devices[max_devices];
+    const std::size_t used = tables_->used_streams.load(detail::memory_order_relaxed);
+    for (std::size_t i = 0; i < used; ++i) {
+      detail::ledger_cell& cell = tables_->streams[i];
+      const std::int64_t bytes = cell.bytes_now(), blocks = cell.blocks_now();
+      sum& source = sources[cell.source];
+      sum& device = devices[device_slot(cell.device)];
+      source.bytes += bytes, source.blocks += blocks, ++source.cells;
+      device.bytes += bytes, device.blocks += blocks, ++device.cells;
+      for (unsigned at = 0; at < 2; ++at) {
+        detail::ledger_cell::raise(cell.peak_bytes[at], bytes);
+        detail::ledger_cell::raise(cell.peak_blocks[at], blocks);
+      }
+    }
+    const auto room = [](sum& s, peaks& p) {
+      if (s.cells == 0) return;
+      for (unsigned at = 0; at < 2; ++at) {
+        detail::ledger_cell::raise(p.bytes[at], s.bytes);
+        detail::ledger_cell::raise(p.blocks[at], s.blocks);
+      }
+      s.room_bytes = (std::int64_t(p.bytes[1].load(detail::memory_order_relaxed)) - s.bytes) / s.cells;
+      s.room_blocks = (std::int64_t(p.blocks[1].load(detail::memory_order_relaxed)) - s.blocks) / s.cells;
+    };
+    for (std::size_t i = 0; i < max_sources; ++i) room(sources[i], tables_->sources[i]);
+    for (std::size_t i = 0; i < max_devices; ++i) room(devices[i], tables_->devices[i]);
+    const auto least = [](std::int64_t a, std::int64_t b) { return a < b ? a : b; };
+    for (std::size_t i = 0; i < used; ++i) {
+      detail::ledger_cell& cell = tables_->streams[i];
+      const sum& from_source = sources[cell.source];
+      const sum& from_device = devices[device_slot(cell.device)];
+      const std::int64_t bytes = cell.bytes_now(), blocks = cell.blocks_now();
+      cell.limit_bytes.store(least(std::int64_t(cell.peak_bytes[1].load(detail::memory_order_relaxed)),
+                                   bytes + least(from_source.room_bytes, from_device.room_bytes)),
+                             detail::memory_order_relaxed);
+      cell.limit_blocks.store(least(std::int64_t(cell.peak_blocks[1].load(detail::memory_order_relaxed)),
+                                    blocks + least(from_source.room_blocks, from_device.room_blocks)),
+                              detail::memory_order_relaxed);
+    }
   }
   // A new source named `name` (the last one, shared, when all are taken); its index.
   std::size_t add_source(const char* name, cached_fn cached, const void* object) noexcept {
@@ -278,7 +369,6 @@ class ledger {
     char* kept = tables_->names[used];
     for (std::size_t i = 0; i < max_name && name != nullptr && name[i] != '\0'; ++i) kept[i] = name[i];
     tables_->info[used] = {cached, object};
-    tables_->sources[used].source = std::uint32_t(used);
     tables_->used_sources.store(used + 1, detail::memory_order_release);
     return used;
   }
@@ -287,7 +377,9 @@ class ledger {
     const detail::lock_guard<detail::mutex> hold(tables_->lock);
     if (tables_->info[index].object == object) tables_->info[index] = {};
   }
-  // The cell of (source, device, stream), made under the lock if new; the source's "other streams" when full.
+  // The cell of (source, device, stream), made under the lock if new. The last max_sources cells are kept for each
+  // source's (unknown device, other_streams) cell, so that one can always be made: when the others are taken, a new
+  // stream of a source counts there.
   detail::ledger_cell* stream_cell(std::size_t source, int device, std::uint64_t stream) noexcept {
     const detail::lock_guard<detail::mutex> hold(tables_->lock);
     const std::size_t used = tables_->used_streams.load(detail::memory_order_relaxed);
@@ -295,19 +387,13 @@ class ledger {
       detail::ledger_cell& cell = tables_->streams[i];
       if (cell.source == source && cell.device == device && cell.stream == stream) return &cell;
     }
-    if (used == max_streams) return nullptr;
-    detail::ledger_cell& made = tables_->streams[used];
+    if (used >= max_streams - max_sources && !(device == -1 && stream == other_streams)) return nullptr;
+    detail::ledger_cell& made = tables_->streams[used];  // limits 0: its first allocation comes to rebalance
     made.source = std::uint32_t(source), made.device = device, made.stream = stream;
     tables_->used_streams.store(used + 1, detail::memory_order_release);
     return &made;
   }
-  detail::ledger_cell& source_cell(std::size_t index) noexcept { return tables_->sources[index]; }
-  detail::ledger_cell& device_cell(int device) noexcept { return tables_->devices[device_slot(device)]; }
   bool counts() const noexcept { return static_cast<bool>(tables_); }
-  void tell(const allocation_event& event) noexcept {
-    if (const auto record = sink_.load(detail::memory_order_acquire)) [[unlikely]]
-      record(sink_context_.load(detail::memory_order_relaxed), event);
-  }
 
   detail::owner<tables> tables_;
   detail::atomic<void (*)(void*, const allocation_event&) noexcept> sink_{nullptr};
@@ -406,10 +492,10 @@ class statistics_resource {
       if (detail::ledger_cell* cell = cells_[i].load(detail::memory_order_relaxed);
           cell->stream == k.stream && cell->device == k.device)
         return cell;
+    if (used == max_streams) return cells_[max_streams - 1].load(detail::memory_order_relaxed);
     const bool full = used == max_streams - 1;  // the last cell counts every stream after it
     detail::ledger_cell* cell = book_.stream_cell(source_, k.device, full ? ledger::other_streams : k.stream);
-    if (cell == nullptr) cell = book_.stream_cell(source_, -1, ledger::other_streams);
-    if (cell == nullptr || used == max_streams) return cell;
+    if (cell == nullptr) cell = book_.stream_cell(source_, -1, ledger::other_streams);  // always made (kept for it)
     cells_[used].store(cell, detail::memory_order_release);
     used_.store(used + 1, detail::memory_order_release);
     return cell;
@@ -417,11 +503,11 @@ class statistics_resource {
   // The key is read where the stream_ref arrives: passing the reference on costs store-forwarding stalls.
   void note(const key k, const void* p, std::size_t bytes, bool is_free) noexcept {
     if (!book_.counts()) return;
-    const void* const me = detail::thread_token();
-    if (detail::ledger_cell* cell = cell_for(k)) cell->count(bytes, is_free, me);
-    book_.source_cell(source_).count(bytes, is_free, me);
-    book_.device_cell(k.device).count(bytes, is_free, me);
-    book_.tell(allocation_event{book_.tables_->names[source_], k.device, k.stream, p, bytes, is_free});
+    if (detail::ledger_cell* cell = cell_for(k); cell->count(bytes, is_free, detail::thread_token())) [[unlikely]]
+      book_.crossed();
+    if (const auto record = book_.sink_.load(detail::memory_order_acquire)) [[unlikely]]
+      record(book_.sink_context_.load(detail::memory_order_relaxed),
+             allocation_event{book_.tables_->names[source_], k.device, k.stream, p, bytes, is_free});
   }
   Upstream& upstream_;
   ledger& book_;

@@ -162,6 +162,53 @@ TEST_CASE("the ledger's figures per source, device and stream match a model, sin
   CHECK(book.balanced());
 }
 
+TEST_CASE("streams that peak in turn and then together: the source's and the device's peaks are the sum's",
+          "[statistics]") {
+  // Each stream alone reaches a working set and gives it back; then all reach half of it at once, each below its own
+  // peak, their sum above every earlier one. Sizes are random; the model sums event by event. A ledger that let each
+  // stream grow into all the room left below the source's peak, rather than a share of it, would miss the sum.
+  malloc_upstream upstream;
+  ledger book;
+  statistics_resource<malloc_upstream> counted(upstream, book, "turns");
+  std::mt19937_64 random(std::random_device{}());
+  const auto seed = random();
+  INFO("seed " << seed);
+  random.seed(seed);
+  constexpr int streams = 4;
+  model_cell per_source, per_stream[streams];
+  std::vector<std::pair<void*, std::size_t>> live[streams];
+  const auto allocate = [&](int s) {
+    const std::size_t bytes = 1 + random() % 4096;
+    live[s].emplace_back(*counted.allocate(made_up_stream(20 + std::uint64_t(s), 0), bytes, 8), bytes);
+    per_source.add(bytes, false), per_stream[s].add(bytes, false);
+  };
+  const auto free_all = [&](int s) {
+    for (auto [p, bytes] : live[s]) {
+      counted.deallocate(made_up_stream(20 + std::uint64_t(s), 0), p, bytes, 8);
+      per_source.add(bytes, true), per_stream[s].add(bytes, true);
+    }
+    live[s].clear();
+  };
+  for (int round = 0; round < 3; ++round) {
+    for (int s = 0; s < streams; ++s) {
+      for (int i = 0; i < 64; ++i) allocate(s);
+      free_all(s);
+    }
+    // A new stream's first allocation, while little is in use, hands out the room below the peaks.
+    const stream_ref fresh = made_up_stream(40 + std::uint64_t(round), 0);
+    counted.deallocate(fresh, *counted.allocate(fresh, 8, 8), 8, 8);
+    per_source.add(8, false), per_source.add(8, true);
+    for (int i = 0; i < 32; ++i)
+      for (int s = 0; s < streams; ++s) allocate(s);
+    per_source.check(counted.usage(), since::start);
+    per_source.check(book.device(device_id(0)), since::start);
+    for (int s = 0; s < streams; ++s)
+      per_stream[s].check(counted.usage(made_up_stream(20 + std::uint64_t(s), 0)), since::start);
+    for (int s = 0; s < streams; ++s) free_all(s);
+  }
+  CHECK(book.balanced());
+}
+
 TEST_CASE("blocks allocated on one thread and freed on others balance, and every count arrives",
           "[statistics][concurrent]") {
   malloc_upstream upstream;
