@@ -3,8 +3,9 @@
 // same run. Prints a table (and JSON with --json FILE); ratio = cudamem / raw:
 //   1 MiB pair      one allocate + free of 1 MiB through device_buffer::allocate(n, s) (the registry lookup
 //                   included) vs cudaMallocAsync + cudaFreeAsync, ns per pair (lower is better; target <= 0.1)
-//   statistics on   the 1 MiB pair through a statistics_resource over the same pool (a ledger counting per device,
-//                   stream and source) vs the pool alone, ns per pair (lower is better; target <= 1.05)
+//   statistics on   the 1 MiB pair on the same stream with a statistics_resource over the same pool registered (a
+//                   ledger counting per device, stream and source) vs the pool registered, ns per pair (lower is
+//                   better; target <= 1.05); then both called directly, no registry or buffer (context, no target)
 //   mixed trace     256 B to 64 MiB, log-uniform, over 4 streams with 16 blocks live, ns per pair (lower is better;
 //                   target <= 0.25)
 //   registry lookup allocator_for(s) on a registered stream against a budget of 20 ns (the raw column is the
@@ -33,8 +34,8 @@ using pool_type = caching_pool<device_pool_resource>;
 
 // Time per pair: `calls` pairs timed on the host, the streams drained after each batch.
 template <class RawPair, class LibPair>
-row pair_cost(std::string name, const options& opt, double target, const std::vector<stream_ref>& streams,
-              RawPair raw_pair, LibPair lib_pair) {
+row pair_cost(std::string name, const options& opt, std::optional<double> target,
+              const std::vector<stream_ref>& streams, RawPair raw_pair, LibPair lib_pair) {
   auto batch = [&](auto& pair) {
     const auto start = wall_clock::now();
     for (int i = 0; i < opt.calls; ++i) pair(i);
@@ -59,13 +60,36 @@ void one_size_row(std::vector<row>& rows, const options& opt, stream_ref s) {
       [&](int) { (void)take(device_buffer<std::byte>::allocate(bytes, s), "device_buffer::allocate"); }));
 }
 
-// The same pair on two streams of the same pool: one registered with the pool, one with a ledger's adaptor over it.
-void statistics_row(std::vector<row>& rows, const options& opt, stream_ref plain, stream_ref counted) {
+// The same pair on the same stream with statistics off (the pool registered) and on (a ledger's adaptor over the pool
+// registered in its place before each of its batches): the same registry slot, the same per-stream state of the pool.
+// Then the same two resources called directly, the adaptor's own cost with no registry and no buffer (context).
+void statistics_rows(std::vector<row>& rows, const options& opt, stream_ref s, registration& registered,
+                     pool_type& pool, statistics_resource<pool_type>& counted) {
   constexpr std::size_t bytes = std::size_t{1} << 20;
+  auto batch = [&](resource_ref<device> r) {
+    registered.reset();
+    registered = take(register_allocator(s, r), "register_allocator");
+    const auto start = wall_clock::now();
+    for (int i = 0; i < opt.calls; ++i)
+      (void)take(device_buffer<std::byte>::allocate(bytes, s), "device_buffer::allocate");
+    const auto stop = wall_clock::now();
+    check(s.synchronize(), "stream::synchronize");
+    registered.reset();
+    registered = take(register_allocator(s, pool), "register_allocator");
+    return seconds_between(start, stop) * 1e9 / opt.calls;
+  };
+  auto [off, on] = interleaved(opt.warmups, opt.batches, [&] { return batch(pool); }, [&] { return batch(counted); });
+  rows.push_back({"alloc+free 1 MiB, statistics on vs off", "ns/pair", off, on, better::lower, 1.05});
   rows.push_back(pair_cost(
-      "alloc+free 1 MiB, statistics on vs off", opt, 1.05, {plain, counted},
-      [&](int) { (void)take(device_buffer<std::byte>::allocate(bytes, plain), "device_buffer::allocate"); },
-      [&](int) { (void)take(device_buffer<std::byte>::allocate(bytes, counted), "device_buffer::allocate"); }));
+      "direct calls, statistics on vs off", opt, std::nullopt, {s},
+      [&](int) {
+        void* p = take(pool.allocate(s, bytes, 256), "caching_pool::allocate");
+        pool.deallocate(s, p, bytes, 256);
+      },
+      [&](int) {
+        void* p = take(counted.allocate(s, bytes, 256), "statistics_resource::allocate");
+        counted.deallocate(s, p, bytes, 256);
+      }));
 }
 
 void mixed_trace_row(std::vector<row>& rows, const options& opt, const std::vector<stream_ref>& streams) {
@@ -212,17 +236,14 @@ int main(int argc, char** argv) {
   }
   ledger book;
   statistics_resource<pool_type> counted(pool, book, "bench");
-  stream counted_stream = take(stream::create(), "stream::create");
-  const registration counted_registration = take(register_allocator(counted_stream, counted), "register_allocator");
   std::vector<row> rows;
   one_size_row(rows, opt, streams[0]);
-  statistics_row(rows, opt, streams[0], counted_stream);
+  statistics_rows(rows, opt, streams[0], registrations[0], pool, counted);
   mixed_trace_row(rows, opt, streams);
   lookup_row(rows, opt, streams[0]);
   threads_row(rows, opt, pool);
   thrust_row(rows, opt, streams[0]);
   for (stream_ref s : streams) check(s.synchronize(), "stream::synchronize");
-  check(counted_stream.synchronize(), "stream::synchronize");
   if (!book.balanced()) std::fprintf(stderr, "bench_alloc: the ledger does not balance\n");
   const caching_statistics st = pool.statistics();
   std::printf("pool: %zu upstream allocations, %zu reuses (%zu across streams), %zu out-of-memory retries\n\n",

@@ -81,15 +81,15 @@ inline const void* thread_token() noexcept {
 }
 
 /// The counters of one (source, device, stream). The first thread to count into it owns it: its counts are plain
-/// loads and stores; any other thread adds to `foreign` atomically. Bytes and blocks in use are counted directly (frees
-/// are derived), so a free updates two counters and an allocation four. An allocation that takes the cell's figures in
-/// use past its limits calls the ledger (ledger::crossed), which raises the peaks (the cell's, its source's and its
-/// device's) and gives each cell new limits; otherwise nothing beyond the cell is touched. Sources and devices have no
-/// counters of their own: their figures are the sums of their cells'.
+/// loads and stores; any other thread adds to `foreign` atomically. An allocation adds to the allocated counters and a
+/// free to the freed ones, so neither waits on the other's stores; the figures in use are their differences. An
+/// allocation that takes the cell's figures in use past its limits calls the ledger (ledger::crossed), which raises the
+/// peaks (the cell's, its source's and its device's) and gives each cell new limits; otherwise nothing beyond the cell
+/// is touched. Sources and devices have no counters of their own: their figures are the sums of their cells'.
 struct alignas(64) ledger_cell {
-  enum : unsigned { bytes_in_use, blocks_in_use, allocated_bytes, allocations, counters };
+  enum : unsigned { allocated_bytes, allocations, freed_bytes, frees, counters };
   // The owner's line: its counters, the limits it compares with, the key cell_for compares.
-  atomic<std::uint64_t> own[counters] = {};  // wrapped: in-use figures may go below zero
+  atomic<std::uint64_t> own[counters] = {};
   atomic<const void*> owner{nullptr};
   atomic<std::int64_t> limit_bytes{0},
       limit_blocks{0};  // in use beyond these: ledger::crossed (written under its lock)
@@ -98,42 +98,46 @@ struct alignas(64) ledger_cell {
   std::uint32_t source = 0;
   int device = -1;
   atomic<std::uint64_t> peak_bytes[2] = {}, peak_blocks[2] = {};  // [since::start], [since::reset]; under the lock
-  atomic<std::uint64_t> base[counters] = {};  // at the last reset: [allocated_bytes], [allocations]; freed bytes, frees
+  atomic<std::uint64_t> base[counters] = {};  // the counters at the last reset
 
   std::uint64_t total(unsigned c) const noexcept {
     return own[c].load(memory_order_relaxed) + foreign[c].load(memory_order_relaxed);
   }
-  std::int64_t bytes_now() const noexcept { return std::int64_t(total(bytes_in_use)); }
-  std::int64_t blocks_now() const noexcept { return std::int64_t(total(blocks_in_use)); }
+  // In use: the allocated counter read before the freed one, so that a count landing meanwhile makes the figure low,
+  // never high (a peak raised from it is one the figures reached). Wrapped: a stream's may go below zero.
+  std::int64_t in_use(unsigned allocated, unsigned freed) const noexcept {
+    const std::uint64_t in = own[allocated].load(memory_order_acquire) + foreign[allocated].load(memory_order_acquire);
+    return std::int64_t(in - total(freed));
+  }
+  std::int64_t bytes_now() const noexcept { return in_use(allocated_bytes, freed_bytes); }
+  std::int64_t blocks_now() const noexcept { return in_use(allocations, frees); }
   // Counts one allocation or free; true when an allocation took the figures past the limits (the caller then calls
   // ledger::crossed).
   [[gnu::always_inline]] bool count(std::size_t bytes, bool is_free, const void* me) noexcept {
     const void* held = owner.load(memory_order_relaxed);
     if (held != me) [[unlikely]]
       return count_foreign(bytes, is_free, me, held);
-    const std::uint64_t signed_bytes = is_free ? 0 - std::uint64_t(bytes) : std::uint64_t(bytes);
-    const std::uint64_t now_bytes = own[bytes_in_use].load(memory_order_relaxed) + signed_bytes;
-    const std::uint64_t now_blocks = own[blocks_in_use].load(memory_order_relaxed) + (is_free ? ~std::uint64_t{0} : 1);
-    own[bytes_in_use].store(now_bytes, memory_order_relaxed);
-    own[blocks_in_use].store(now_blocks, memory_order_relaxed);
+    const unsigned to_bytes = is_free ? freed_bytes : allocated_bytes, to_blocks = is_free ? frees : allocations;
+    const std::uint64_t now_bytes = own[to_bytes].load(memory_order_relaxed) + bytes;
+    const std::uint64_t now_blocks = own[to_blocks].load(memory_order_relaxed) + 1;
+    own[to_bytes].store(now_bytes, memory_order_relaxed);
+    own[to_blocks].store(now_blocks, memory_order_relaxed);
     if (is_free) return false;
-    own[allocated_bytes].store(own[allocated_bytes].load(memory_order_relaxed) + bytes, memory_order_relaxed);
-    own[allocations].store(own[allocations].load(memory_order_relaxed) + 1, memory_order_relaxed);
-    return past_limits(now_bytes + foreign[bytes_in_use].load(memory_order_relaxed),
-                       now_blocks + foreign[blocks_in_use].load(memory_order_relaxed));
+    return past_limits(now_bytes + foreign[allocated_bytes].load(memory_order_relaxed) - total(freed_bytes),
+                       now_blocks + foreign[allocations].load(memory_order_relaxed) - total(frees));
   }
   [[gnu::noinline]] bool count_foreign(std::size_t bytes, bool is_free, const void* me, const void* held) noexcept {
     if (held == nullptr && owner.compare_exchange_strong(held, me, memory_order_relaxed))
       return count(bytes, is_free, me);
-    const std::uint64_t signed_bytes = is_free ? 0 - std::uint64_t(bytes) : std::uint64_t(bytes);
-    const std::uint64_t now_bytes = foreign[bytes_in_use].fetch_add(signed_bytes, memory_order_relaxed) + signed_bytes;
-    const std::uint64_t one = is_free ? ~std::uint64_t{0} : 1;
-    const std::uint64_t now_blocks = foreign[blocks_in_use].fetch_add(one, memory_order_relaxed) + one;
-    if (is_free) return false;
-    foreign[allocated_bytes].fetch_add(bytes, memory_order_relaxed);
-    foreign[allocations].fetch_add(1, memory_order_relaxed);
-    return past_limits(now_bytes + own[bytes_in_use].load(memory_order_relaxed),
-                       now_blocks + own[blocks_in_use].load(memory_order_relaxed));
+    if (is_free) {
+      foreign[freed_bytes].fetch_add(bytes, memory_order_relaxed);
+      foreign[frees].fetch_add(1, memory_order_relaxed);
+      return false;
+    }
+    const std::uint64_t now_bytes = foreign[allocated_bytes].fetch_add(bytes, memory_order_relaxed) + bytes;
+    const std::uint64_t now_blocks = foreign[allocations].fetch_add(1, memory_order_relaxed) + 1;
+    return past_limits(now_bytes + own[allocated_bytes].load(memory_order_relaxed) - total(freed_bytes),
+                       now_blocks + own[allocations].load(memory_order_relaxed) - total(frees));
   }
   bool past_limits(std::uint64_t bytes, std::uint64_t blocks) const noexcept {  // figures after an allocation
     return std::int64_t(bytes) > limit_bytes.load(memory_order_relaxed) ||
@@ -144,10 +148,7 @@ struct alignas(64) ledger_cell {
       peak.store(std::uint64_t(now), memory_order_relaxed);
   }
   void reset() noexcept {
-    base[allocated_bytes].store(total(allocated_bytes), memory_order_relaxed);
-    base[allocations].store(total(allocations), memory_order_relaxed);
-    base[bytes_in_use].store(total(allocated_bytes) - total(bytes_in_use), memory_order_relaxed);  // freed bytes
-    base[blocks_in_use].store(total(allocations) - total(blocks_in_use), memory_order_relaxed);  // frees
+    for (unsigned c = 0; c < counters; ++c) base[c].store(total(c), memory_order_relaxed);
     peak_bytes[1].store(0, memory_order_relaxed);
     peak_blocks[1].store(0, memory_order_relaxed);
   }
@@ -156,19 +157,14 @@ struct alignas(64) ledger_cell {
     std::uint64_t totals[counters];
     for (unsigned c = 0; c < counters; ++c) totals[c] = total(c);
     cudamem::usage out;
-    out.bytes_in_use = std::int64_t(totals[bytes_in_use]);
-    out.blocks_in_use = std::int64_t(totals[blocks_in_use]);
+    out.bytes_in_use = std::int64_t(totals[allocated_bytes] - totals[freed_bytes]);
+    out.blocks_in_use = std::int64_t(totals[allocations] - totals[frees]);
     out.peak_bytes = peak_bytes[p].load(memory_order_relaxed);
     out.peak_blocks = peak_blocks[p].load(memory_order_relaxed);
+    if (p == 1)
+      for (unsigned c = 0; c < counters; ++c) totals[c] -= base[c].load(memory_order_relaxed);
     out.allocated_bytes = totals[allocated_bytes], out.allocations = totals[allocations];
-    out.freed_bytes = totals[allocated_bytes] - totals[bytes_in_use];
-    out.frees = totals[allocations] - totals[blocks_in_use];
-    if (p == 1) {
-      out.allocated_bytes -= base[allocated_bytes].load(memory_order_relaxed);
-      out.allocations -= base[allocations].load(memory_order_relaxed);
-      out.freed_bytes -= base[bytes_in_use].load(memory_order_relaxed);
-      out.frees -= base[blocks_in_use].load(memory_order_relaxed);
-    }
+    out.freed_bytes = totals[freed_bytes], out.frees = totals[frees];
     return out;
   }
 };

@@ -54,6 +54,24 @@ void check_figures(const error& failure, std::size_t requested, int device) {
   CHECK(info.graph_used_bytes == now.graph_used);
   CHECK(cudaGetLastError() == cudaSuccess);  // neither the failure nor the figures' queries left an error behind
 }
+// Blocks of one size held from a resource, given back (and the stream drained) however the test case ends: a failed
+// REQUIRE leaves no device memory behind for later test cases, nor a leak for memcheck to report.
+template <class Resource>
+struct held_blocks {
+  Resource& from;
+  stream_ref s;
+  std::size_t bytes;
+  std::vector<void*> blocks;
+  held_blocks(Resource& r, stream_ref on, std::size_t size) : from(r), s(on), bytes(size) {}
+  held_blocks(const held_blocks&) = delete;
+  held_blocks& operator=(const held_blocks&) = delete;
+  ~held_blocks() { give_back(); }
+  void give_back() {
+    for (void* p : blocks) from.deallocate(s, p, bytes, 256);
+    blocks.clear();
+    (void)cudaStreamSynchronize(s.get());
+  }
+};
 void trim_default_pool(int device) {  // what this test took stays out of later tests' way
   REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
   cudaMemPool_t pool = nullptr;
@@ -67,17 +85,17 @@ TEST_CASE("device_pool_resource and cudaMalloc run out of memory with every figu
   const int device = take(current_device()).get();
   auto s = take(stream::create());
   device_pool_resource pool;
-  std::vector<void*> held;
+  held_blocks<device_pool_resource> held(pool, s, gib);
   std::optional<error> failure;
   for (int i = 0; i < 100000 && !failure; ++i) {
     auto got = pool.allocate(s, gib, 256);
-    if (got) held.push_back(*got);
+    if (got) held.blocks.push_back(*got);
     else failure = got.error();
   }
   REQUIRE(failure);
   CHECK(*failure == cudaErrorMemoryAllocation);
   check_figures(*failure, gib, device);
-  CHECK(failure->oom()->pool_used_bytes >= held.size() * gib);
+  CHECK(failure->oom()->pool_used_bytes >= held.blocks.size() * gib);
   CHECK(std::string(failure->message())
             .find("cudaMallocAsync: cudaErrorMemoryAllocation: out of memory; asked 1.0 GiB "
                   "on device ") == 0);
@@ -95,8 +113,7 @@ TEST_CASE("device_pool_resource and cudaMalloc run out of memory with every figu
   CHECK(direct.error() == cudaErrorMemoryAllocation);
   check_figures(direct.error(), gib, device);
 
-  for (void* p : held) pool.deallocate(s, p, gib, 256);
-  REQUIRE_OK(s.synchronize());
+  held.give_back();
   auto again = pool.allocate(s, std::size_t{1} << 20, 256);  // usable afterwards
   REQUIRE_OK(again);
   pool.deallocate(s, *again, std::size_t{1} << 20, 256);
@@ -110,6 +127,9 @@ struct user_cache {  // what a user keeps of their own, and frees when the hook 
   int calls = 0;
   errc code{};
   out_of_memory_info seen{};
+  ~user_cache() {
+    if (block != nullptr) (void)cudaFree(block);
+  }
 };
 void free_user_cache(const error& failure, void* context) noexcept {
   auto& mine = *static_cast<user_cache*>(context);
@@ -132,15 +152,16 @@ TEST_CASE("caching_pool: out of memory gives the cache back, runs the hook, retr
   REQUIRE(cudaMalloc(&mine.block, 4 * gib) == cudaSuccess);
   pool.set_out_of_memory_hook(&free_user_cache, &mine);
 
-  std::vector<void*> held;
+  held_blocks<statistics_resource<caching_pool<device_pool_resource>>> held(counted, s, gib),
+      rescued_held(counted, s, 3 * gib);
   std::optional<error> failure;
   for (int i = 0; i < 100000 && !failure; ++i) {
     auto got = counted.allocate(s, gib, 256);
-    if (got) held.push_back(*got);
+    if (got) held.blocks.push_back(*got);
     else failure = got.error();
   }
   REQUIRE(failure);
-  REQUIRE(held.size() >= 4);
+  REQUIRE(held.blocks.size() >= 4);
   CHECK(mine.calls == 1);  // the hook ran, freeing nothing
   CHECK(mine.code == errc::out_of_memory_retry);
   CHECK(pool.statistics().out_of_memory_retries == 1);
@@ -148,12 +169,13 @@ TEST_CASE("caching_pool: out of memory gives the cache back, runs the hook, retr
   // Two blocks cached; 3 GiB (a size class of its own) cannot come from them: the upstream refuses, the pool gives
   // the two back, the hook frees the user's 4 GiB, and the retry succeeds.
   for (int i = 0; i < 2; ++i) {
-    counted.deallocate(s, held.back(), gib, 256);
-    held.pop_back();
+    counted.deallocate(s, held.blocks.back(), gib, 256);
+    held.blocks.pop_back();
   }
   mine.free_it = true;
   auto rescued = counted.allocate(s, 3 * gib, 256);
   REQUIRE_OK(rescued);
+  rescued_held.blocks.push_back(*rescued);
   CHECK(mine.calls == 2);
   CHECK(mine.code == errc::out_of_memory_retry);
   CHECK(mine.block == nullptr);
@@ -176,14 +198,14 @@ TEST_CASE("caching_pool: out of memory gives the cache back, runs the hook, retr
   CHECK(mine.calls == 3);
 
   // The ledger saw every block; once all are back it balances, and the pool serves again.
-  const std::size_t blocks = held.size() + 1;
-  CHECK(counted.usage(s).blocks_in_use == std::int64_t(blocks));
-  CHECK(counted.usage().bytes_in_use == std::int64_t(held.size() * gib + 3 * gib));
+  const std::size_t kept = held.blocks.size();
+  CHECK(counted.usage(s).blocks_in_use == std::int64_t(kept + 1));
+  CHECK(counted.usage().bytes_in_use == std::int64_t(kept * gib + 3 * gib));
   CHECK(book.device(device_id(device)).bytes_in_use == counted.usage().bytes_in_use);
-  for (void* p : held) counted.deallocate(s, p, gib, 256);
-  counted.deallocate(s, *rescued, 3 * gib, 256);
+  held.give_back();
+  rescued_held.give_back();
   CHECK(counted.usage().cached_bytes == pool.statistics().bytes_cached);
-  CHECK(counted.usage().cached_bytes >= held.size() * gib);
+  CHECK(counted.usage().cached_bytes >= kept * gib);
   pool.release();
   CHECK(counted.usage().cached_bytes == 0);
   auto again = counted.allocate(s, std::size_t{1} << 20, 256);
@@ -193,7 +215,7 @@ TEST_CASE("caching_pool: out of memory gives the cache back, runs the hook, retr
   REQUIRE_OK(s.synchronize());
   CHECK(book.balanced());
   CHECK(counted.usage().bytes_in_use == 0);
-  CHECK(counted.usage().peak_bytes >= (held.size() + 2) * gib);
+  CHECK(counted.usage().peak_bytes >= (kept + 2) * gib);
   trim_default_pool(device);
 }
 
