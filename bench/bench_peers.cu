@@ -12,7 +12,9 @@
 //             1 MiB, uniform and normal sizes, random free order); a mixed trace of 256 B to 64 MiB (log-uniform).
 //             The same traces on 8 threads with a stream each: pairs per second and the scaling over one thread.
 //             Memory held (device memory in use, from cudaMemGetInfo, over the allocator's fresh start) at the end
-//             of a trace and at its peak, each allocator measured alone.
+//             of a trace and at its peak, each allocator measured alone. Where cudamem's time and memory go, as
+//             context rows: the two capture-status queries of its 1 MiB pair, timed alone; the trace's own peak of
+//             live bytes, and the caching pool's peaks in use (rounded to size classes) and reserved (with cache).
 //   buffer    create + destroy of a 1 MiB device buffer on a stream.
 //   copy      host cost of a 4-byte stream-ordered device-to-device copy and fill (ns per call) and bandwidth of a
 //             1 GiB copy and fill (GB/s, CUDA events); whether the copy or fill captured into a CUDA graph
@@ -52,6 +54,7 @@
 #include <random>
 #include <string>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 #if defined(CUDAMEM_BENCH_TORCH)
@@ -330,6 +333,13 @@ struct allocator_entry {
   std::function<std::pair<std::size_t, std::size_t>(const trace&, const bench_stream&)> memory;  // end, peak
 };
 
+// Where the caching pool's memory goes on a trace, read by the memory phase: the most bytes the trace itself had live
+// (what any allocator must hold), the most the pool had in use (those bytes rounded up to its size classes), and the
+// most it reserved (in use plus cached blocks of other classes, which it keeps until trim() or release()).
+struct memory_parts_of_trace {
+  std::size_t requested_peak = 0, in_use_peak = 0, reserved_peak = 0;
+} memory_parts;
+
 template <class A>
 allocator_entry entry_for(bool peer) {
   auto instance = std::make_shared<A>();
@@ -348,21 +358,28 @@ allocator_entry entry_for(bool peer) {
     {
       A fresh;
       std::vector<std::pair<void*, std::size_t>> blocks;
-      std::size_t step = 0;
+      std::size_t step = 0, live = 0;
       for (const op& o : t.ops) {
         if (o.allocate) {
           blocks.emplace_back(fresh.allocate(o.value, s), o.value);
+          live += o.value;
+          memory_parts.requested_peak = std::max(memory_parts.requested_peak, live);
+          if constexpr (std::is_same_v<A, cudamem_caching_pool>)
+            memory_parts.in_use_peak = std::max(memory_parts.in_use_peak, fresh.pool.statistics().bytes_in_use);
           if (++step % 4 == 0) peak = std::max(peak, device_bytes_used());
         } else {
           const auto [p, bytes] = blocks[o.value];
           blocks[o.value] = blocks.back();
           blocks.pop_back();
+          live -= bytes;
           fresh.deallocate(p, bytes, s);
         }
       }
       check(cudaStreamSynchronize(s.raw()), "cudaStreamSynchronize");
       end = device_bytes_used();
       peak = std::max(peak, end);
+      if constexpr (std::is_same_v<A, cudamem_caching_pool>)
+        memory_parts.reserved_peak = fresh.pool.statistics().peak_bytes_reserved;
     }
     trim_default_pool();
     auto over = [base](std::size_t v) { return v > base ? v - base : 0; };
@@ -422,6 +439,19 @@ double throughput(allocator_entry& a, const trace& t, std::vector<bench_stream>&
   return static_cast<double>(threads) * trace_repeats * static_cast<double>(t.allocations) / seconds;
 }
 
+// The two capture-status queries the caching pool makes per allocate + free pair (the allocation's and the free's),
+// alone, once per allocation of `t` on `s`: ns per pair. Every peer skips them: none refuses a capturing stream.
+constexpr const char* capture_queries_name = "of cudamem's pair: 2 capture queries";
+double capture_queries(const trace& t, const bench_stream& s) {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  const auto start = wall_clock::now();
+  for (std::size_t i = 0; i < t.allocations; ++i) {
+    check(detail::stream_capture_status(s.raw(), &status), "cuStreamIsCapturing");
+    check(detail::stream_capture_status(s.raw(), &status), "cuStreamIsCapturing");
+  }
+  return seconds_between(start, wall_clock::now()) * 1e9 / static_cast<double>(t.allocations);
+}
+
 void allocation_section(const options& opt, std::vector<bench_stream>& streams) {
   auto list = allocators();
   const auto traces = make_traces();
@@ -431,18 +461,25 @@ void allocation_section(const options& opt, std::vector<bench_stream>& streams) 
     for (auto& a : list)
       if (a.name != std::string("cudaMalloc") || t.name == "1 MiB pair")  // cudaMalloc: one row, it is slow
         entries.emplace_back(a.name, [&a, &t, &streams] { return a.run(t, streams[0]); });
+    if (t.name == "1 MiB pair")  // where cudamem's pair goes: the two capture checks it makes and no peer does
+      entries.emplace_back(capture_queries_name, [&t, &streams] { return capture_queries(t, streams[0]); });
     std::printf("alloc: %s, 1 stream\n", t.name.c_str());
     std::fflush(stdout);
     interleave("alloc", t.name + ", 1 stream", "ns/pair", better::lower, 2, blocks, entries);
   }
-  // 8 threads, 8 streams: RMM's uniform trace.
+  // 8 threads, 8 streams: RMM's uniform trace. Beside the allocators, the two capture-status queries cudamem's pool
+  // makes per pair, alone on each thread's stream: how far the driver lets them scale.
   const trace& uniform = traces[1];
+  allocator_entry queries{capture_queries_name, false, capture_queries, {}};
+  std::vector<allocator_entry*> scaled;
+  for (auto& a : list)
+    if (a.name != std::string("cudaMalloc")) scaled.push_back(&a);
+  scaled.push_back(&queries);
   for (int threads : {1, 8}) {
     std::vector<std::pair<std::string, std::function<double()>>> entries;
-    for (auto& a : list)
-      if (a.name != std::string("cudaMalloc"))
-        entries.emplace_back(
-            a.name, [&a, &uniform, &streams, threads] { return throughput(a, uniform, streams, threads) / 1e6; });
+    for (allocator_entry* a : scaled)
+      entries.emplace_back(
+          a->name, [a, &uniform, &streams, threads] { return throughput(*a, uniform, streams, threads) / 1e6; });
     std::printf("alloc: random uniform, %d threads\n", threads);
     std::fflush(stdout);
     interleave("alloc", "random uniform, " + std::to_string(threads) + " threads", "M pairs/s", better::higher, 1,
@@ -452,15 +489,22 @@ void allocation_section(const options& opt, std::vector<bench_stream>& streams) 
   for (const trace& t : traces) {
     if (t.name == "1 MiB pair") continue;
     std::vector<result_row> ends, peaks;  // printed measurement by measurement
+    const double mib = double(std::size_t{1} << 20);
+    auto mib_row = [&](const std::string& library, std::size_t bytes) {
+      return result_row{"memory",     t.name + ": peak held", library, "MiB", {bytes / mib, bytes / mib, bytes / mib},
+                        better::lower};
+    };
+    memory_parts = {};
     for (auto& a : list) {
       if (a.name == std::string("cudaMalloc")) continue;
       const auto [end, peak] = a.memory(t, streams[0]);
-      const double mib = double(std::size_t{1} << 20);
       ends.push_back(
           {"memory", t.name + ": held at end", a.name, "MiB", {end / mib, end / mib, end / mib}, better::lower});
-      peaks.push_back(
-          {"memory", t.name + ": peak held", a.name, "MiB", {peak / mib, peak / mib, peak / mib}, better::lower});
+      peaks.push_back(mib_row(a.name, peak));
     }
+    peaks.push_back(mib_row("the trace's own peak (bytes live)", memory_parts.requested_peak));
+    peaks.push_back(mib_row("cudamem: peak in use (size classes)", memory_parts.in_use_peak));
+    peaks.push_back(mib_row("cudamem: peak reserved (in use + cached)", memory_parts.reserved_peak));
     results.insert(results.end(), ends.begin(), ends.end());
     results.insert(results.end(), peaks.begin(), peaks.end());
   }
@@ -597,6 +641,16 @@ void copy_section(const options& opt, std::vector<bench_stream>& streams) {
         const auto stop = wall_clock::now();
         check(cudaStreamSynchronize(s.raw()), "cudaStreamSynchronize");
         return seconds_between(start, stop) * 1e9 / opt.calls;
+      });
+    if (group == &fills)  // where cudamem's fill goes beside the driver call: its checks and plan, no CUDA call
+      entries.emplace_back("of cudamem's fill: its checks alone", [&opt, &view, d] {
+        const auto start = wall_clock::now();
+        for (int i = 0; i < opt.calls; ++i) {
+          detail::plan p;
+          const bool planned = static_cast<bool>(detail::plan_fill(p, detail::operand_of(view(d, 4)), 1, 0x5a, "f"));
+          asm volatile("" : : "r"(&p), "r"(planned) : "memory");  // the plan is made, not optimised away
+        }
+        return seconds_between(start, wall_clock::now()) * 1e9 / opt.calls;
       });
     interleave("copy", group == &copies ? "4 B copy, host cost" : "4 B fill, host cost", "ns/call", better::lower,
                opt.warmups, std::max(15, opt.batches / 3), entries);
@@ -764,7 +818,8 @@ void evaluate_targets() {
     if (mine == nullptr || raw == nullptr) continue;
     targets.push_back({std::string(m) + " (cudamem / raw)", mine->value.median / raw->value.median, 1.03, false});
     for (const auto& r : results)
-      if (r.measurement == m && r.library != mine->library && r.library != raw->library)
+      if (r.measurement == m && r.library != mine->library && r.library != raw->library &&
+          r.library.rfind("of ", 0) != 0)
         targets.push_back(
             {std::string(m) + " (cudamem / " + r.library + ")", mine->value.median / r.value.median, 1.0, false});
   }

@@ -14,8 +14,9 @@
 ///            cached_bytes (a source over a caching_pool: bytes cached there, not in use)
 ///
 /// The hot path touches one counter cell, the (source, stream)'s, with no lock and, on the thread that first used the
-/// stream, no atomic read-modify-write; only an allocation that may pass a peak takes the ledger's lock. Counts are in
-/// bytes as asked of the adaptor. See docs/allocators.md ("The ledger").
+/// stream, no atomic read-modify-write (that thread finds the cell it used last without a lookup); only an allocation
+/// that may pass a peak takes the ledger's lock. Counts are in bytes as asked of the adaptor. See docs/allocators.md
+/// ("The ledger").
 #pragma once
 
 #include <cudamem/detail/storage.hpp>
@@ -74,10 +75,24 @@ struct ledger_row {
 };
 
 namespace detail {
-/// An address unique to the calling thread (its own thread-local byte): who owns a ledger cell.
-inline const void* thread_token() noexcept {
-  static thread_local char token = 0;
-  return &token;
+struct ledger_cell;
+/// The cell the calling thread counted into last, when it owns it: (source serial, stream, device) -> cell. A thread
+/// that keeps to one stream of one adaptor finds its cell here with no lookup and no ownership check. Serials are
+/// never reused, so an entry of a destroyed adaptor never matches again. Its address is the thread's token: who owns
+/// a ledger cell.
+struct last_ledger_cell {
+  std::uint64_t serial = 0;  // 0: none
+  std::uint64_t stream = 0;
+  int device = 0;
+  ledger_cell* cell = nullptr;
+};
+inline last_ledger_cell& last_cell_of_thread() noexcept {
+  static thread_local last_ledger_cell last;
+  return last;
+}
+inline std::uint64_t next_source_serial() noexcept {
+  static atomic<std::uint64_t> serials{0};
+  return serials.fetch_add(1, memory_order_relaxed) + 1;
 }
 
 /// The counters of one (source, device, stream). The first thread to count into it owns it: its counts are plain
@@ -111,33 +126,37 @@ struct alignas(64) ledger_cell {
   }
   std::int64_t bytes_now() const noexcept { return in_use(allocated_bytes, freed_bytes); }
   std::int64_t blocks_now() const noexcept { return in_use(allocations, frees); }
-  // Counts one allocation or free; true when an allocation took the figures past the limits (the caller then calls
-  // ledger::crossed).
-  [[gnu::always_inline]] bool count(std::size_t bytes, bool is_free, const void* me) noexcept {
-    const void* held = owner.load(memory_order_relaxed);
-    if (held != me) [[unlikely]]
-      return count_foreign(bytes, is_free, me, held);
-    const unsigned to_bytes = is_free ? freed_bytes : allocated_bytes, to_blocks = is_free ? frees : allocations;
+  // Counts one allocation (IsFree false) or free by the owner thread; true when an allocation took the figures past
+  // the limits (the caller then calls ledger::crossed).
+  template <bool IsFree>
+  [[gnu::always_inline]] bool count_owned(std::size_t bytes) noexcept {
+    constexpr unsigned to_bytes = IsFree ? freed_bytes : allocated_bytes, to_blocks = IsFree ? frees : allocations;
     const std::uint64_t now_bytes = own[to_bytes].load(memory_order_relaxed) + bytes;
     const std::uint64_t now_blocks = own[to_blocks].load(memory_order_relaxed) + 1;
     own[to_bytes].store(now_bytes, memory_order_relaxed);
     own[to_blocks].store(now_blocks, memory_order_relaxed);
-    if (is_free) return false;
-    return past_limits(now_bytes + foreign[allocated_bytes].load(memory_order_relaxed) - total(freed_bytes),
-                       now_blocks + foreign[allocations].load(memory_order_relaxed) - total(frees));
+    if constexpr (IsFree) return false;
+    else
+      return past_limits(now_bytes + foreign[allocated_bytes].load(memory_order_relaxed) - total(freed_bytes),
+                         now_blocks + foreign[allocations].load(memory_order_relaxed) - total(frees));
   }
-  [[gnu::noinline]] bool count_foreign(std::size_t bytes, bool is_free, const void* me, const void* held) noexcept {
-    if (held == nullptr && owner.compare_exchange_strong(held, me, memory_order_relaxed))
-      return count(bytes, is_free, me);
-    if (is_free) {
+  // As count_owned, by any thread: the first to count owns the cell (owned: whether that is the caller).
+  template <bool IsFree>
+  bool count(std::size_t bytes, const void* me, bool& owned) noexcept {
+    const void* held = owner.load(memory_order_relaxed);
+    if (held == nullptr && owner.compare_exchange_strong(held, me, memory_order_relaxed)) held = me;
+    owned = held == me;
+    if (owned) return count_owned<IsFree>(bytes);
+    if constexpr (IsFree) {
       foreign[freed_bytes].fetch_add(bytes, memory_order_relaxed);
       foreign[frees].fetch_add(1, memory_order_relaxed);
       return false;
+    } else {
+      const std::uint64_t now_bytes = foreign[allocated_bytes].fetch_add(bytes, memory_order_relaxed) + bytes;
+      const std::uint64_t now_blocks = foreign[allocations].fetch_add(1, memory_order_relaxed) + 1;
+      return past_limits(now_bytes + own[allocated_bytes].load(memory_order_relaxed) - total(freed_bytes),
+                         now_blocks + own[allocations].load(memory_order_relaxed) - total(frees));
     }
-    const std::uint64_t now_bytes = foreign[allocated_bytes].fetch_add(bytes, memory_order_relaxed) + bytes;
-    const std::uint64_t now_blocks = foreign[allocations].fetch_add(1, memory_order_relaxed) + 1;
-    return past_limits(now_bytes + own[allocated_bytes].load(memory_order_relaxed) - total(freed_bytes),
-                       now_blocks + own[allocations].load(memory_order_relaxed) - total(frees));
   }
   bool past_limits(std::uint64_t bytes, std::uint64_t blocks) const noexcept {  // figures after an allocation
     return std::int64_t(bytes) > limit_bytes.load(memory_order_relaxed) ||
@@ -417,13 +436,13 @@ class statistics_resource {
   /// As the upstream's; counted when it succeeds.
   [[nodiscard]] result<void*> allocate(stream_ref s, std::size_t bytes, std::size_t alignment) noexcept {
     auto got = upstream_.allocate(s, bytes, alignment);
-    if (got && *got != nullptr) note(key_of(s), *got, bytes, false);
+    if (got && *got != nullptr) note<false>(key_of(s), *got, bytes);
     return got;
   }
   /// As the upstream's; counted (a null `p` is not).
   void deallocate(stream_ref s, void* p, std::size_t bytes, std::size_t alignment) noexcept {
     if (p != nullptr)
-      note(key_of(s), p, bytes, true);  // first: the address is still a block's when the sink hears of it
+      note<true>(key_of(s), p, bytes);  // first: the address is still a block's when the sink hears of it
     upstream_.deallocate(s, p, bytes, alignment);
   }
   /// This source's figures, with the upstream's cached bytes where it is a caching_pool.
@@ -497,17 +516,34 @@ class statistics_resource {
     return cell;
   }
   // The key is read where the stream_ref arrives: passing the reference on costs store-forwarding stalls.
-  void note(const key k, const void* p, std::size_t bytes, bool is_free) noexcept {
-    if (!book_.counts()) return;
-    if (detail::ledger_cell* cell = cell_for(k); cell->count(bytes, is_free, detail::thread_token())) [[unlikely]]
-      book_.crossed();
+  template <bool IsFree>
+  [[gnu::always_inline]] void note(const key k, const void* p, std::size_t bytes) noexcept {
+    const detail::last_ledger_cell& last = detail::last_cell_of_thread();
+    if (last.serial == serial_ && last.stream == k.stream && last.device == k.device) [[likely]] {
+      if (last.cell->count_owned<IsFree>(bytes)) [[unlikely]]
+        book_.crossed();
+    } else {
+      note_found<IsFree>(k, bytes);
+    }
     if (const auto record = book_.sink_.load(detail::memory_order_acquire)) [[unlikely]]
-      record(book_.sink_context_.load(detail::memory_order_relaxed),
-             allocation_event{book_.tables_->names[source_], k.device, k.stream, p, bytes, is_free});
+      if (book_.counts())
+        record(book_.sink_context_.load(detail::memory_order_relaxed),
+               allocation_event{book_.tables_->names[source_], k.device, k.stream, p, bytes, IsFree});
+  }
+  // note() past the thread's last cell: finds the cell, counts, and remembers it for the thread if it owns it.
+  template <bool IsFree>
+  [[gnu::noinline]] void note_found(const key k, std::size_t bytes) noexcept {
+    if (!book_.counts()) return;
+    detail::ledger_cell* cell = cell_for(k);
+    bool owned = false;
+    detail::last_ledger_cell& last = detail::last_cell_of_thread();
+    if (cell->count<IsFree>(bytes, &last, owned)) book_.crossed();
+    if (owned) last = {serial_, k.stream, k.device, cell};
   }
   Upstream& upstream_;
   ledger& book_;
   std::size_t source_;
+  std::uint64_t serial_ = detail::next_source_serial();  // this adaptor, for the thread's last cell
   detail::mutex lock_;  // new cells
   detail::atomic<std::size_t> used_{0};
   detail::atomic<detail::ledger_cell*> cells_[max_streams] = {};

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <initializer_list>
 #include <string>
+#include <thread>
 
 using namespace cudamem;
 using test::take;
@@ -184,6 +185,36 @@ TEST_CASE("fills set exactly the bytes of the view, for every kind", "[fill]") {
   // Empty fills do nothing and succeed.
   REQUIRE_OK(fill_bytes(device_span<int>(), 1, s));
   REQUIRE_OK(fill(device_span<int>(), 1, s));
+}
+
+// Contiguous stream-ordered fills and copies go to the driver first and to the runtime where the driver refuses; a
+// thread whose first CUDA call is one of them has no current context, which the driver needs for the legacy stream.
+TEST_CASE("stream-ordered fills and copies from a thread that has made no CUDA call", "[fill][copy]") {
+  auto s = take(stream::create());
+  constexpr std::size_t n = 4099;
+  auto a = take(device_buffer<std::uint8_t>::allocate(n, s));
+  auto b = take(device_buffer<std::uint8_t>::allocate(n, s));
+  auto c = take(device_buffer<std::uint8_t>::allocate(n, s));
+  REQUIRE_OK(s.synchronize());
+  std::string on_stream, on_legacy, copied;
+  cudaError_t left = cudaErrorUnknown;
+  std::thread([&] {
+    const status filled = fill_bytes(a, 0x3c, s);
+    on_stream = filled ? "ok" : filled.error().message();
+    const status moved = copy(b, a, s);
+    copied = moved ? "ok" : moved.error().message();
+    const status legacy = fill_bytes(c, 0xa5, stream_ref::legacy());
+    on_legacy = legacy ? "ok" : legacy.error().message();
+    left = cudaGetLastError();
+  }).join();
+  CHECK(on_stream == "ok");
+  CHECK(copied == "ok");
+  CHECK(on_legacy == "ok");
+  CHECK(left == cudaSuccess);  // a refusal of the driver's is not left behind as an error
+  REQUIRE_OK(s.synchronize());
+  REQUIRE_OK(stream_ref::legacy().synchronize());
+  CHECK(test::all_bytes(test::read_back(b.view()), 0x3c));
+  CHECK(test::all_bytes(test::read_back(c.view()), 0xa5));
 }
 
 TEST_CASE("a 1 GiB fill writes every byte", "[fill][large]") {

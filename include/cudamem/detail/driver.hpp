@@ -20,6 +20,9 @@ struct driver_calls {
   cudaError_t (*event_query)(cudaEvent_t) = nullptr;
   // The 2D kernel's allocation check: cuMemGetAddressRange, CUdeviceptr being unsigned long long.
   cudaError_t (*mem_get_address_range)(unsigned long long*, std::size_t*, unsigned long long) = nullptr;
+  // Contiguous stream-ordered fills and copies: cuMemsetD8Async, cuMemcpyAsync (the driver infers the direction).
+  cudaError_t (*memset_d8_async)(unsigned long long, unsigned char, std::size_t, cudaStream_t) = nullptr;
+  cudaError_t (*memcpy_async)(unsigned long long, unsigned long long, std::size_t, cudaStream_t) = nullptr;
 };
 
 /// Sets `f` to the driver's entry point `name` (the CUDA 12.0 version of it), leaving it null where the driver lacks
@@ -45,6 +48,8 @@ template <bool PerThread>
   load("cuEventRecord", t.event_record);
   load("cuEventQuery", t.event_query);
   load("cuMemGetAddressRange", t.mem_get_address_range);
+  load("cuMemsetD8Async", t.memset_d8_async);
+  load("cuMemcpyAsync", t.memcpy_async);
   if (earlier == cudaSuccess) (void)cudaGetLastError();  // a failed lookup's own error, not the caller's
   return t;
 }
@@ -79,6 +84,23 @@ inline cudaError_t exchange_capture_mode(cudaStreamCaptureMode* mode) noexcept {
 inline cudaError_t record_event(cudaEvent_t e, cudaStream_t s) noexcept {
   const auto f = driver().event_record;
   return f != nullptr && f(e, s) == cudaSuccess ? cudaSuccess : cudaEventRecord(e, s);
+}
+/// cudaMemsetAsync and cudaMemcpyAsync of contiguous bytes. The driver's forms skip the runtime's layer (about 70 ns
+/// of a 4-byte fill's 900 on an H200 host); where the driver refuses (no current context, memory mapped only where
+/// another device is current, bad arguments), the runtime call runs, so the outcome and its error are the runtime's.
+inline cudaError_t memset_async(void* dst, unsigned char value, std::size_t bytes, cudaStream_t s) noexcept {
+  const auto f = driver().memset_d8_async;
+  if (f != nullptr && f(reinterpret_cast<unsigned long long>(dst), value, bytes, s) == cudaSuccess) [[likely]]
+    return cudaSuccess;
+  return cudaMemsetAsync(dst, value, bytes, s);
+}
+inline cudaError_t memcpy_async(void* dst, const void* src, std::size_t bytes, cudaMemcpyKind kind,
+                                cudaStream_t s) noexcept {
+  const auto f = driver().memcpy_async;
+  if (f != nullptr && f(reinterpret_cast<unsigned long long>(dst), reinterpret_cast<unsigned long long>(src), bytes,
+                        s) == cudaSuccess) [[likely]]
+    return cudaSuccess;
+  return cudaMemcpyAsync(dst, src, bytes, kind, s);
 }
 inline cudaError_t query_event(cudaEvent_t e) noexcept {  // not-ready: cudaErrorNotReady, never stored by the runtime
   const auto f = driver().event_query;

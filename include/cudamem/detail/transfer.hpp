@@ -214,14 +214,14 @@ inline status enqueue(const plan& p, stream_ref on, const char* api) noexcept {
   const region &d = p.dst, &s = p.src;
   const cudaStream_t stream = on.get();
   if (p.fill && p.flat())
-    return check(cudaMemsetAsync(d.addr, p.value, d.row_bytes * d.rows, stream), api, "cudaMemsetAsync");
+    return check(memset_async(d.addr, p.value, d.row_bytes * d.rows, stream), api, "cudaMemsetAsync");
   if (p.fill)
     return check(cudaMemset2DAsync(d.addr, d.pitch, p.value, d.row_bytes, d.rows, stream), api, "cudaMemset2DAsync");
   if (p.flat() && p.peer())
     return check(cudaMemcpyPeerAsync(d.addr, d.device.get(), s.addr, s.device.get(), d.row_bytes * d.rows, stream), api,
                  "cudaMemcpyPeerAsync");
   if (p.flat())
-    return check(cudaMemcpyAsync(d.addr, s.addr, d.row_bytes * d.rows, p.direction, stream), api, "cudaMemcpyAsync");
+    return check(memcpy_async(d.addr, s.addr, d.row_bytes * d.rows, p.direction, stream), api, "cudaMemcpyAsync");
   if (p.peer()) {
     cudaMemcpy3DPeerParms parms{};
     parms.srcPtr = {s.addr, s.pitch, s.row_bytes, s.rows};
@@ -301,8 +301,8 @@ inline status run_sync(const plan& p, const char* api) noexcept {
   if (!s.valid() || p.dst.empty() || !p.flat() || p.peer()) [[unlikely]]
     return run_async_general(p, s, api);
   const std::size_t bytes = p.dst.row_bytes * p.dst.rows;
-  const cudaError_t code = p.fill ? cudaMemsetAsync(p.dst.addr, p.value, bytes, s.get())
-                                  : cudaMemcpyAsync(p.dst.addr, p.src.addr, bytes, p.direction, s.get());
+  const cudaError_t code = p.fill ? memset_async(p.dst.addr, p.value, bytes, s.get())
+                                  : memcpy_async(p.dst.addr, p.src.addr, bytes, p.direction, s.get());
   if (code == cudaSuccess) [[likely]]
     return {};
   return retry_async(p, s, api, check(code, api, p.fill ? "cudaMemsetAsync" : "cudaMemcpyAsync"));
