@@ -2001,10 +2001,19 @@ class basic_stream_uses {
 
   basic_stream_uses() noexcept = default;
   explicit basic_stream_uses(Order order) noexcept : order_(order) {}
+  // A move is not a use: like any non-const operation it must not race with the buffer's uses on other threads (the
+  // program orders them, as it orders any writes), so it needs plain loads and stores, not read-modify-writes, which
+  // cost a locked instruction per move of a buffer.
   basic_stream_uses(basic_stream_uses&& other) noexcept
-      : list_(other.list_.exchange(nullptr, memory_order::acq_rel)), order_(other.order_) {}
+      : list_(other.list_.load(memory_order::acquire)), order_(other.order_) {
+    other.list_.store(nullptr, memory_order::relaxed);
+  }
   basic_stream_uses& operator=(basic_stream_uses&& other) noexcept {  // after join(): this one is empty
-    if (this != &other) discard(list_.exchange(other.list_.exchange(nullptr, memory_order::acq_rel)));
+    if (this == &other) return *this;
+    list* const mine = list_.load(memory_order::acquire);
+    list_.store(other.list_.load(memory_order::acquire), memory_order::release);
+    other.list_.store(nullptr, memory_order::relaxed);
+    discard(mine);
     return *this;
   }
   basic_stream_uses(const basic_stream_uses&) = delete;
