@@ -271,6 +271,29 @@ TEST_CASE("the default streams and uncounted calls", "[statistics]") {
   CHECK(counted == counted);
 }
 
+// Each thread remembers the last cell it counted into; an adaptor made in the bytes of a destroyed one, counting on the
+// same stream, must not inherit that memory.
+TEST_CASE("an adaptor made where an earlier one was counts into cells of its own", "[statistics]") {
+  using counted_type = statistics_resource<malloc_upstream>;
+  malloc_upstream upstream;
+  ledger book;
+  const stream_ref s = made_up_stream(9, 0);
+  alignas(counted_type) unsigned char storage[sizeof(counted_type)];
+  auto* first = ::new (static_cast<void*>(storage)) counted_type(upstream, book, "first");
+  first->deallocate(s, *first->allocate(s, 100, 8), 100, 8);  // this thread's last cell: first's on s
+  first->~counted_type();
+  auto* second = ::new (static_cast<void*>(storage)) counted_type(upstream, book, "second");
+  second->deallocate(s, *second->allocate(s, 30, 8), 30, 8);
+  CHECK(second->usage(s).allocated_bytes == 30);
+  CHECK(second->usage(s).frees == 1);
+  CHECK(second->usage().allocations == 1);
+  second->~counted_type();
+  std::map<std::string, std::uint64_t> allocated;
+  book.for_each_source([&](const char* name, const usage& u) { allocated[name] = u.allocated_bytes; });
+  CHECK(allocated == std::map<std::string, std::uint64_t>{{"first", 100}, {"second", 30}});
+  CHECK(book.balanced());
+}
+
 TEST_CASE("sources beyond the ledger's capacity share its last one", "[statistics]") {
   malloc_upstream upstream;
   ledger book;
@@ -289,6 +312,7 @@ TEST_CASE("sources beyond the ledger's capacity share its last one", "[statistic
   CHECK(sources == ledger::max_sources);
   CHECK(last_name == "other sources");
   CHECK(last_allocations == 4);  // the last source's own and the three beyond
+  CHECK(book.balanced());
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -448,6 +472,7 @@ TEST_CASE("the trace recorder writes a Chrome trace that parses back with every 
     if (!d.is_free && d.device == 1) device1 += std::int64_t(d.bytes);
   CHECK(device_counter[0] == double(-device1));
   CHECK(device_counter[1] == double(device1));
+  CHECK(book.balanced());
 }
 
 TEST_CASE("the trace recorder refuses a path it cannot create", "[statistics]") {
