@@ -10,7 +10,8 @@
 // the interquartile range over the median):
 //   alloc     ns per allocate+free pair: 1 MiB repeated; RMM's random-allocations trace (1000 allocations of up to
 //             1 MiB, uniform and normal sizes, random free order); a mixed trace of 256 B to 64 MiB (log-uniform).
-//             The same traces on 8 threads with a stream each: pairs per second and the scaling over one thread.
+//             On 8 threads with a stream each, pairs per second: every trace, and RMM's uniform one also on one
+//             thread for the scaling.
 //             Memory held (device memory in use, from cudaMemGetInfo, over the allocator's fresh start) at the end
 //             of a trace and at its peak, each allocator measured alone. Where cudamem's time and memory go, as
 //             context rows: the two capture-status queries of its 1 MiB pair, timed alone; the trace's own peak of
@@ -414,10 +415,10 @@ void unpin_thread() {
   (void)sched_setaffinity(0, sizeof all, &all);  // the kernel keeps the CPUs that exist
 }
 
-// Pairs per second of `threads` threads, each running `t` trace_repeats times on its own stream, timed from a common
+// Pairs per second of `threads` threads, each running `t` `repeats` times on its own stream, timed from a common
 // start (repeated so that starting the threads, about as long as one pass of a fast allocator, is not what is timed).
 constexpr int trace_repeats = 50;
-double throughput(allocator_entry& a, const trace& t, std::vector<bench_stream>& streams, int threads) {
+double throughput(allocator_entry& a, const trace& t, std::vector<bench_stream>& streams, int threads, int repeats) {
   std::atomic<int> ready{0};
   std::atomic<bool> go{false};
   std::vector<double> ns(static_cast<std::size_t>(threads));
@@ -429,14 +430,14 @@ double throughput(allocator_entry& a, const trace& t, std::vector<bench_stream>&
       check(cudaSetDevice(0), "cudaSetDevice");
       ready.fetch_add(1);
       while (!go.load(std::memory_order_acquire)) {}
-      for (int r = 0; r < trace_repeats; ++r) ns[static_cast<std::size_t>(i)] += a.run(t, streams[std::size_t(i)]);
+      for (int r = 0; r < repeats; ++r) ns[static_cast<std::size_t>(i)] += a.run(t, streams[std::size_t(i)]);
     });
   while (ready.load() < threads) {}
   start = wall_clock::now();
   go.store(true, std::memory_order_release);
   for (auto& w : workers) w.join();
   const double seconds = seconds_between(start, wall_clock::now());
-  return static_cast<double>(threads) * trace_repeats * static_cast<double>(t.allocations) / seconds;
+  return static_cast<double>(threads) * repeats * static_cast<double>(t.allocations) / seconds;
 }
 
 // The two capture-status queries the caching pool makes per allocate + free pair (the allocation's and the free's),
@@ -475,15 +476,23 @@ void allocation_section(const options& opt, std::vector<bench_stream>& streams) 
   for (auto& a : list)
     if (a.name != std::string("cudaMalloc")) scaled.push_back(&a);
   scaled.push_back(&queries);
-  for (int threads : {1, 8}) {
+  // Then every other trace on 8 threads, fewer repeats each (the slowest peers take seconds a block).
+  struct threaded {
+    const trace* t;
+    int threads, repeats;
+  };
+  std::vector<threaded> runs{{&uniform, 1, trace_repeats}, {&uniform, 8, trace_repeats}};
+  for (const trace& t : traces)
+    if (&t != &uniform) runs.push_back({&t, 8, trace_repeats / 5});
+  for (const threaded& run : runs) {
     std::vector<std::pair<std::string, std::function<double()>>> entries;
     for (allocator_entry* a : scaled)
       entries.emplace_back(
-          a->name, [a, &uniform, &streams, threads] { return throughput(*a, uniform, streams, threads) / 1e6; });
-    std::printf("alloc: random uniform, %d threads\n", threads);
+          a->name, [a, run, &streams] { return throughput(*a, *run.t, streams, run.threads, run.repeats) / 1e6; });
+    const std::string name = run.t->name + ", " + std::to_string(run.threads) + " threads";
+    std::printf("alloc: %s\n", name.c_str());
     std::fflush(stdout);
-    interleave("alloc", "random uniform, " + std::to_string(threads) + " threads", "M pairs/s", better::higher, 1,
-               std::max(5, blocks / 3), entries);
+    interleave("alloc", name, "M pairs/s", better::higher, 1, std::max(5, blocks / 3), entries);
   }
   // Memory held: each allocator alone, from a fresh start.
   for (const trace& t : traces) {
