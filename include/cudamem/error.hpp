@@ -677,10 +677,23 @@ inline status check(cudaError_t code, const char* api, const char* cuda_call) no
     return {};
   return failed(code, api, cuda_call);
 }
-// For destructors: a failed release goes to the handler; nothing once the CUDA runtime has unloaded.
+// A driver call's result (its CUresult read as a cudaError_t, as in detail/driver.hpp) as a status. The driver does not
+// write the runtime's last-error slot, so nothing is cleared there: a pending error of the caller's stays theirs.
+inline status check_driver(cudaError_t code, const char* api, const char* driver_call) noexcept {
+  if (code == cudaSuccess) [[likely]]
+    return {};
+  return error(code, api, driver_call);
+}
+// For destructors: a failed release goes to the handler; nothing once CUDA has unloaded (the runtime's
+// cudaErrorCudartUnloading and the driver's CUDA_ERROR_DEINITIALIZED are both 4).
 inline void check_release(cudaError_t code, const char* cuda_call) noexcept {
   if (code == cudaErrorCudartUnloading) return;
   if (const status released = check(code, nullptr, cuda_call); !released) report_release_failure(released.error());
+}
+inline void check_driver_release(cudaError_t code, const char* driver_call) noexcept {
+  if (code == cudaErrorCudartUnloading) return;
+  if (const status released = check_driver(code, nullptr, driver_call); !released)
+    report_release_failure(released.error());
 }
 }  // namespace detail
 

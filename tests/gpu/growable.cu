@@ -251,6 +251,21 @@ TEST_CASE("growable_buffer: misuse is refused with the call's name", "[growable]
   CHECK(moved.accessible_from(device_id(0)));
 }
 
+namespace {
+__global__ void refused_launch() {}
+}  // namespace
+
+// The driver's calls do not write the runtime's last-error slot: a growable buffer's failure must not clear it.
+TEST_CASE("growable_buffer: a refusal of the driver's leaves a launch error of the caller's pending", "[growable]") {
+  refused_launch<<<0, 1>>>();  // zero blocks: refused (cudaErrorInvalidValue), left unchecked by its caller
+  const cudaError_t pending = cudaPeekAtLastError();
+  REQUIRE(pending != cudaSuccess);
+  auto absurd = growable_buffer<std::byte>::create(std::size_t{1} << 62);  // the driver refuses the reservation
+  REQUIRE(!absurd);
+  CHECK(cudaPeekAtLastError() == pending);  // neither cleared nor replaced
+  CHECK(cudaGetLastError() == pending);
+}
+
 TEST_CASE("growable_buffer: chunks made exportable as POSIX file descriptors export", "[growable][ipc]") {
   const bool supported =
       take(detail::vmm_device_supports(detail::driver_vmm(), 0, detail::vmm_attribute_posix_fd, "test"));

@@ -91,8 +91,8 @@ inline result<bool> vmm_device_supports(const vmm_calls& calls, int ordinal, int
   if (calls.device_get == nullptr || calls.device_attribute == nullptr)
     return error(errc::not_supported, api, "the driver lacks cuDeviceGetAttribute");
   int device = 0, value = 0;
-  CUDAMEM_TRY(check(calls.device_get(&device, ordinal), api, "cuDeviceGet"));
-  CUDAMEM_TRY(check(calls.device_attribute(&value, attribute, device), api, "cuDeviceGetAttribute"));
+  CUDAMEM_TRY(check_driver(calls.device_get(&device, ordinal), api, "cuDeviceGet"));
+  CUDAMEM_TRY(check_driver(calls.device_attribute(&value, attribute, device), api, "cuDeviceGetAttribute"));
   return value != 0;
 }
 
@@ -144,12 +144,13 @@ class vmm_range {
     range.handle_type_ = handle_type;
     range.accessors_ = 1ull << device;
     const vmm_allocation_prop prop = range.properties();
-    CUDAMEM_TRY(check(calls.granularity(&range.granularity_, &prop, vmm_granularity_recommended), api,
-                      "cuMemGetAllocationGranularity"));
+    CUDAMEM_TRY(check_driver(calls.granularity(&range.granularity_, &prop, vmm_granularity_recommended), api,
+                             "cuMemGetAllocationGranularity"));
     auto whole = round_up_to(bytes == 0 ? 1 : bytes, range.granularity_, api);
     if (!whole) return whole.error();
     unsigned long long base = 0;
-    CUDAMEM_TRY(check(calls.address_reserve(&base, *whole, range.granularity_, 0, 0), api, "cuMemAddressReserve"));
+    CUDAMEM_TRY(
+        check_driver(calls.address_reserve(&base, *whole, range.granularity_, 0, 0), api, "cuMemAddressReserve"));
     range.base_ = base;
     range.reserved_ = *whole;
     return range;
@@ -183,13 +184,13 @@ class vmm_range {
     while (keep > 0 && chunks_[keep - 1].offset >= *whole) --keep;
     for (std::size_t i = chunks_.size(); i > keep; --i) {
       const vmm_chunk& c = chunks_[i - 1];
-      if (const status gone = check(calls_->unmap(base_ + c.offset, c.bytes), api, "cuMemUnmap"); !gone) {
+      if (const status gone = check_driver(calls_->unmap(base_ + c.offset, c.bytes), api, "cuMemUnmap"); !gone) {
         for (std::size_t j = i; j < chunks_.size(); ++j) (void)remap(chunks_[j]);  // undo this call's unmaps
         return gone;
       }
     }
     while (chunks_.size() > keep) {
-      check_release(calls_->release(chunks_[chunks_.size() - 1].handle), "cuMemRelease");
+      check_driver_release(calls_->release(chunks_[chunks_.size() - 1].handle), "cuMemRelease");
       chunks_.pop_back();
     }
     mapped_ = keep == 0 ? 0 : chunks_[keep - 1].offset + chunks_[keep - 1].bytes;
@@ -224,13 +225,13 @@ class vmm_range {
       if ((accessors >> d) & 1u) descs[count++] = {{vmm_location_device, d}, vmm_access_read_write};
       else if ((revoked >> d) & 1u) descs[count++] = {{vmm_location_device, d}, vmm_access_none};
     }
-    return check(calls_->set_access(base_ + offset, bytes, descs, count), api, "cuMemSetAccess");
+    return check_driver(calls_->set_access(base_ + offset, bytes, descs, count), api, "cuMemSetAccess");
   }
   status add_chunk(std::size_t bytes, unsigned long long accessors, const char* api) noexcept {
     const vmm_allocation_prop prop = properties();
     vmm_chunk c{0, mapped_, bytes};
-    CUDAMEM_TRY(check(calls_->create(&c.handle, bytes, &prop, 0), api, "cuMemCreate"));
-    status done = check(calls_->map(base_ + c.offset, bytes, 0, c.handle, 0), api, "cuMemMap");
+    CUDAMEM_TRY(check_driver(calls_->create(&c.handle, bytes, &prop, 0), api, "cuMemCreate"));
+    status done = check_driver(calls_->map(base_ + c.offset, bytes, 0, c.handle, 0), api, "cuMemMap");
     if (done) {
       done = set_access(c.offset, bytes, accessors, api);
       if (!done) (void)calls_->unmap(base_ + c.offset, bytes);
@@ -244,7 +245,7 @@ class vmm_range {
     return {};
   }
   status remap(const vmm_chunk& c) noexcept {
-    CUDAMEM_TRY(check(calls_->map(base_ + c.offset, c.bytes, 0, c.handle, 0), nullptr, "cuMemMap"));
+    CUDAMEM_TRY(check_driver(calls_->map(base_ + c.offset, c.bytes, 0, c.handle, 0), nullptr, "cuMemMap"));
     return set_access(c.offset, c.bytes, accessors_, nullptr);
   }
   void take(vmm_range& other) noexcept {
@@ -270,11 +271,11 @@ class vmm_range {
     if (base_ == 0) return;
     for (std::size_t i = chunks_.size(); i > 0; --i) {
       const vmm_chunk& c = chunks_[i - 1];
-      check_release(calls_->unmap(base_ + c.offset, c.bytes), "cuMemUnmap");
-      check_release(calls_->release(c.handle), "cuMemRelease");
+      check_driver_release(calls_->unmap(base_ + c.offset, c.bytes), "cuMemUnmap");
+      check_driver_release(calls_->release(c.handle), "cuMemRelease");
     }
     chunks_.erase(chunks_.begin(), chunks_.end());
-    check_release(calls_->address_free(base_, reserved_), "cuMemAddressFree");
+    check_driver_release(calls_->address_free(base_, reserved_), "cuMemAddressFree");
     forget();
   }
 
