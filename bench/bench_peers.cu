@@ -10,12 +10,14 @@
 // the interquartile range over the median):
 //   alloc     ns per allocate+free pair: 1 MiB repeated; RMM's random-allocations trace (1000 allocations of up to
 //             1 MiB, uniform and normal sizes, random free order); a mixed trace of 256 B to 64 MiB (log-uniform).
-//             On 8 threads with a stream each, pairs per second: every trace, and RMM's uniform one also on one
-//             thread for the scaling.
-//             Memory held (device memory in use, from cudaMemGetInfo, over the allocator's fresh start) at the end
-//             of a trace and at its peak, each allocator measured alone. Where cudamem's time and memory go, as
-//             context rows: the two capture-status queries of its 1 MiB pair, timed alone; the trace's own peak of
-//             live bytes, and the caching pool's peaks in use (rounded to size classes) and reserved (with cache).
+//             On 8 threads with a stream each (one physical core each where sysfs says which), pairs per second:
+//             every trace, and RMM's uniform one also on one thread for the scaling.
+//             Memory held (device memory in use, from cudaMemGetInfo, over the allocator's fresh start, with every
+//             process-wide cache emptied first) at the end of a trace and at its peak, each allocator measured
+//             alone. Where cudamem's time and memory go, as context rows: the two capture-status queries of its
+//             pair, timed alone (also on 8 threads), and the pool without them; arithmetic alone on 1 and 8
+//             threads, the host's own scaling; the trace's own peak of live bytes, the caching pool's peaks in use
+//             (rounded to size classes) and reserved (with cache), and the same pool over cudaMalloc.
 //   buffer    create + destroy of a 1 MiB device buffer on a stream.
 //   copy      host cost of a 4-byte stream-ordered device-to-device copy and fill (ns per call) and bandwidth of a
 //             1 GiB copy and fill (GB/s, CUDA events); whether the copy or fill captured into a CUDA graph
@@ -110,6 +112,31 @@ struct cudamem_caching_pool {
   static constexpr const char* name = "cudamem caching_pool";
   device_pool_resource upstream;
   caching_pool<device_pool_resource> pool{upstream};
+  void* allocate(std::size_t bytes, const bench_stream& s) {
+    return take(pool.allocate(s.ref(), bytes, 256), "caching_pool::allocate");
+  }
+  void deallocate(void* p, std::size_t bytes, const bench_stream& s) { pool.deallocate(s.ref(), p, bytes, 256); }
+};
+// Context rows, not libraries. The same pool with a stream order that skips the capture-status query of allocate and
+// deallocate: the pool's own work on the 1 MiB pair, timed directly (it would serve a capturing stream: never do this).
+struct order_without_capture_queries : detail::cuda_stream_order {
+  status usable(stream_ref, const char*) const noexcept { return {}; }
+};
+struct cudamem_pool_alone {
+  static constexpr const char* name = "of cudamem's pair: the pool without its 2 queries";
+  device_pool_resource upstream;
+  caching_pool<device_pool_resource, order_without_capture_queries> pool{upstream};
+  void* allocate(std::size_t bytes, const bench_stream& s) {
+    return take(pool.allocate(s.ref(), bytes, 256), "caching_pool::allocate");
+  }
+  void deallocate(void* p, std::size_t bytes, const bench_stream& s) { pool.deallocate(s.ref(), p, bytes, 256); }
+};
+// The same pool over cudaMalloc: for the memory rows, how much of what the pool holds is the upstream's granularity
+// (the driver's stream-ordered pool maps memory in larger pieces than cudaMalloc does).
+struct cudamem_pool_over_malloc {
+  static constexpr const char* name = "cudamem: caching_pool over cudaMalloc";
+  device_malloc_resource upstream;
+  caching_pool<device_malloc_resource> pool{upstream};
   void* allocate(std::size_t bytes, const bench_stream& s) {
     return take(pool.allocate(s.ref(), bytes, 256), "caching_pool::allocate");
   }
@@ -270,8 +297,14 @@ std::size_t device_bytes_used() {
   check(cudaMemGetInfo(&free_bytes, &total), "cudaMemGetInfo");
   return total - free_bytes;
 }
-void trim_default_pool() {
+// Gives back what process-wide caches hold, so that a memory measurement starts from what no allocator caches: the
+// default memory pool's unused memory and PyTorch's cache (the timed rows filled it; emptied only after the base was
+// read, it would be counted against PyTorch's own trace).
+void release_process_caches() {
   check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+#if defined(CUDAMEM_BENCH_TORCH)
+  torch_empty_cache();
+#endif
   cudaMemPool_t pool = nullptr;
   check(cudaDeviceGetDefaultMemPool(&pool, 0), "cudaDeviceGetDefaultMemPool");
   check(cudaMemPoolTrimTo(pool, 0), "cudaMemPoolTrimTo");
@@ -353,7 +386,7 @@ allocator_entry entry_for(bool peer) {
     return run_trace(*instance, t, s, live);
   };
   e.memory = [](const trace& t, const bench_stream& s) {
-    trim_default_pool();
+    release_process_caches();
     const std::size_t base = device_bytes_used();
     std::size_t peak = 0, end = 0;
     {
@@ -382,7 +415,7 @@ allocator_entry entry_for(bool peer) {
       if constexpr (std::is_same_v<A, cudamem_caching_pool>)
         memory_parts.reserved_peak = fresh.pool.statistics().peak_bytes_reserved;
     }
-    trim_default_pool();
+    release_process_caches();
     auto over = [base](std::size_t v) { return v > base ? v - base : 0; };
     return std::pair{over(end), over(peak)};
   };
@@ -394,6 +427,8 @@ std::vector<allocator_entry> allocators() {
   out.push_back(entry_for<cudamem_caching_pool>(false));
   out.push_back(entry_for<cuda_malloc_async>(false));
   out.push_back(entry_for<cuda_malloc>(false));
+  out.push_back(entry_for<cudamem_pool_alone>(false));
+  out.push_back(entry_for<cudamem_pool_over_malloc>(false));
 #if defined(CUDAMEM_BENCH_RMM)
   out.push_back(entry_for<rmm_pool>(true));
   out.push_back(entry_for<rmm_arena>(true));
@@ -408,17 +443,51 @@ std::vector<allocator_entry> allocators() {
   return out;
 }
 
-void unpin_thread() {
-  cpu_set_t all;
-  CPU_ZERO(&all);
-  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) CPU_SET(cpu, &all);
-  (void)sched_setaffinity(0, sizeof all, &all);  // the kernel keeps the CPUs that exist
+// One CPU per physical core (each core's first hardware thread, from sysfs), so that 8 threads run on 8 cores and not
+// on two hardware threads of one; empty where the topology cannot be read.
+std::vector<int> one_cpu_per_core() {
+  std::vector<int> out;
+  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+    const std::string path = "/sys/devices/system/cpu/cpu" + std::to_string(cpu) + "/topology/thread_siblings_list";
+    std::FILE* f = std::fopen(path.c_str(), "r");
+    if (f == nullptr) continue;
+    int first = -1;
+    if (std::fscanf(f, "%d", &first) == 1 && first == cpu) out.push_back(cpu);
+    std::fclose(f);
+  }
+  return out;
+}
+// The cores for the threaded rows: one CPU per core, leaving out CPU 0 (where the kernel and a virtual machine's
+// interrupts work most; the threaded section also runs one thread there, to measure it) and the timing thread's CPU,
+// where 8 remain. First called from the timing thread once it is pinned.
+const std::vector<int>& worker_cpus() {
+  static const std::vector<int> cpus = [] {
+    std::vector<int> all = one_cpu_per_core(), quiet;
+    const int timing = sched_getcpu();
+    for (int cpu : all)
+      if (cpu != 0 && cpu != timing) quiet.push_back(cpu);
+    return quiet.size() >= 8 ? quiet : all;
+  }();
+  return cpus;
+}
+// Worker `i` on a core of its own (round robin over the cores), or on `cpu` where given, else anywhere: the timing
+// thread is pinned to one CPU, and its workers must not inherit that.
+void pin_worker(int i, int cpu = -1) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  const auto& cpus = worker_cpus();
+  if (cpu >= 0) CPU_SET(cpu, &set);
+  else if (cpus.empty())
+    for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) CPU_SET(cpu, &set);  // the kernel keeps the CPUs that exist
+  else CPU_SET(cpus[static_cast<std::size_t>(i) % cpus.size()], &set);
+  (void)sched_setaffinity(0, sizeof set, &set);
 }
 
 // Pairs per second of `threads` threads, each running `t` `repeats` times on its own stream, timed from a common
 // start (repeated so that starting the threads, about as long as one pass of a fast allocator, is not what is timed).
 constexpr int trace_repeats = 50;
-double throughput(allocator_entry& a, const trace& t, std::vector<bench_stream>& streams, int threads, int repeats) {
+double throughput(allocator_entry& a, const trace& t, std::vector<bench_stream>& streams, int threads, int repeats,
+                  int cpu = -1) {
   std::atomic<int> ready{0};
   std::atomic<bool> go{false};
   std::vector<double> ns(static_cast<std::size_t>(threads));
@@ -426,7 +495,7 @@ double throughput(allocator_entry& a, const trace& t, std::vector<bench_stream>&
   wall_clock::time_point start;
   for (int i = 0; i < threads; ++i)
     workers.emplace_back([&, i] {
-      unpin_thread();  // the timing thread is pinned to one CPU; its workers must not inherit that
+      pin_worker(i, cpu);
       check(cudaSetDevice(0), "cudaSetDevice");
       ready.fetch_add(1);
       while (!go.load(std::memory_order_acquire)) {}
@@ -453,6 +522,23 @@ double capture_queries(const trace& t, const bench_stream& s) {
   return seconds_between(start, wall_clock::now()) * 1e9 / static_cast<double>(t.allocations);
 }
 
+// The host's own scaling, for the threaded rows: a fixed amount of arithmetic per allocation of `t` (about as long as
+// the caching pool's pair), touching no memory and calling no CUDA. What it loses on 8 threads (shared cores, a lower
+// clock with more cores busy) no allocator can win back.
+constexpr const char* cpu_work_name = "of the host: arithmetic alone (no memory, no CUDA)";
+double cpu_work(const trace& t, const bench_stream&) {
+  std::uint64_t x = 0x9E3779B97F4A7C15ull;
+  const auto start = wall_clock::now();
+  for (std::size_t i = 0; i < t.allocations; ++i)
+    for (int j = 0; j < 48; ++j) {  // xorshift: three dependent steps
+      x ^= x << 13;
+      x ^= x >> 7;
+      x ^= x << 17;
+      asm volatile("" : "+r"(x));
+    }
+  return seconds_between(start, wall_clock::now()) * 1e9 / static_cast<double>(t.allocations);
+}
+
 void allocation_section(const options& opt, std::vector<bench_stream>& streams) {
   auto list = allocators();
   const auto traces = make_traces();
@@ -472,29 +558,39 @@ void allocation_section(const options& opt, std::vector<bench_stream>& streams) 
   // makes per pair, alone on each thread's stream: how far the driver lets them scale.
   const trace& uniform = traces[1];
   allocator_entry queries{capture_queries_name, false, capture_queries, {}};
+  allocator_entry arithmetic{cpu_work_name, false, cpu_work, {}};
   std::vector<allocator_entry*> scaled;
-  for (auto& a : list)
-    if (a.name != std::string("cudaMalloc")) scaled.push_back(&a);
+  for (auto& a : list)  // cudaMalloc is slow; over cudaMalloc, the pool is the default one once warm
+    if (a.name != std::string("cudaMalloc") && a.name != std::string(cudamem_pool_over_malloc::name))
+      scaled.push_back(&a);
   scaled.push_back(&queries);
+  scaled.push_back(&arithmetic);
   // Then every other trace on 8 threads, fewer repeats each (the slowest peers take seconds a block).
   struct threaded {
     const trace* t;
-    int threads, repeats;
+    int threads, repeats, cpu = -1;  // cpu: the one thread's, where not worker_cpus()'
   };
   std::vector<threaded> runs{{&uniform, 1, trace_repeats}, {&uniform, 8, trace_repeats}};
   for (const trace& t : traces)
     if (&t != &uniform) runs.push_back({&t, 8, trace_repeats / 5});
+  // The one-thread run again on CPU 0, which worker_cpus() leaves out: the measurement of why.
+  if (!worker_cpus().empty() && worker_cpus()[0] != 0) runs.push_back({&uniform, 1, trace_repeats, 0});
   for (const threaded& run : runs) {
     std::vector<std::pair<std::string, std::function<double()>>> entries;
     for (allocator_entry* a : scaled)
-      entries.emplace_back(
-          a->name, [a, run, &streams] { return throughput(*a, *run.t, streams, run.threads, run.repeats) / 1e6; });
-    const std::string name = run.t->name + ", " + std::to_string(run.threads) + " threads";
+      entries.emplace_back(a->name, [a, run, &streams] {
+        return throughput(*a, *run.t, streams, run.threads, run.repeats, run.cpu) / 1e6;
+      });
+    const std::string name = run.t->name + ", " + std::to_string(run.threads) + " threads" +
+                             (run.cpu >= 0 ? " on CPU " + std::to_string(run.cpu) : "");
     std::printf("alloc: %s\n", name.c_str());
     std::fflush(stdout);
     interleave("alloc", name, "M pairs/s", better::higher, 1, std::max(5, blocks / 3), entries);
   }
-  // Memory held: each allocator alone, from a fresh start.
+  // Memory held: each allocator alone, from a fresh start. The timed instances go first: a cache they kept in the
+  // default memory pool would serve part of a fresh allocator's trace there, uncounted.
+  list.clear();
+  list = allocators();
   for (const trace& t : traces) {
     if (t.name == "1 MiB pair") continue;
     std::vector<result_row> ends, peaks;  // printed measurement by measurement
@@ -505,7 +601,7 @@ void allocation_section(const options& opt, std::vector<bench_stream>& streams) 
     };
     memory_parts = {};
     for (auto& a : list) {
-      if (a.name == std::string("cudaMalloc")) continue;
+      if (a.name == std::string("cudaMalloc") || a.name == std::string(cudamem_pool_alone::name)) continue;
       const auto [end, peak] = a.memory(t, streams[0]);
       ends.push_back(
           {"memory", t.name + ": held at end", a.name, "MiB", {end / mib, end / mib, end / mib}, better::lower});
@@ -923,6 +1019,12 @@ int main(int argc, char** argv) {
     std::printf("bench_peers on %s: %s\n", prop.name, versions.c_str());
     auto streams = make_streams(8);
     pin_to_current_cpu();
+    if (worker_cpus().empty()) std::printf("threaded rows: workers unpinned (no CPU topology)\n");
+    else {
+      std::printf("threaded rows: worker i on CPU");
+      for (int cpu : worker_cpus()) std::printf(" %d", cpu);
+      std::printf(" (one per physical core)\n");
+    }
     allocation_section(opt, streams);
     buffer_section(opt, streams);
     copy_section(opt, streams);
