@@ -108,39 +108,31 @@ struct cuda_malloc_async {  // the stream-ordered runtime calls on the default p
   }
   void deallocate(void* p, std::size_t, const bench_stream& s) { check(cudaFreeAsync(p, s.raw()), "cudaFreeAsync"); }
 };
-struct cudamem_caching_pool {
-  static constexpr const char* name = "cudamem caching_pool";
-  device_pool_resource upstream;
-  caching_pool<device_pool_resource> pool{upstream};
+// cudamem's caching pool over `Upstream`, with stream order `Order`: the row of each configuration below.
+template <class Upstream, class Order = detail::cuda_stream_order>
+struct cudamem_pool_of {
+  Upstream upstream;
+  caching_pool<Upstream, Order> pool{upstream};
   void* allocate(std::size_t bytes, const bench_stream& s) {
     return take(pool.allocate(s.ref(), bytes, 256), "caching_pool::allocate");
   }
   void deallocate(void* p, std::size_t bytes, const bench_stream& s) { pool.deallocate(s.ref(), p, bytes, 256); }
+};
+struct cudamem_caching_pool : cudamem_pool_of<device_pool_resource> {
+  static constexpr const char* name = "cudamem caching_pool";
 };
 // Context rows, not libraries. The same pool with a stream order that skips the capture-status query of allocate and
 // deallocate: the pool's own work on the 1 MiB pair, timed directly (it would serve a capturing stream: never do this).
 struct order_without_capture_queries : detail::cuda_stream_order {
   status usable(stream_ref, const char*) const noexcept { return {}; }
 };
-struct cudamem_pool_alone {
+struct cudamem_pool_alone : cudamem_pool_of<device_pool_resource, order_without_capture_queries> {
   static constexpr const char* name = "of cudamem's pair: the pool without its 2 queries";
-  device_pool_resource upstream;
-  caching_pool<device_pool_resource, order_without_capture_queries> pool{upstream};
-  void* allocate(std::size_t bytes, const bench_stream& s) {
-    return take(pool.allocate(s.ref(), bytes, 256), "caching_pool::allocate");
-  }
-  void deallocate(void* p, std::size_t bytes, const bench_stream& s) { pool.deallocate(s.ref(), p, bytes, 256); }
 };
 // The same pool over cudaMalloc: for the memory rows, how much of what the pool holds is the upstream's granularity
 // (the driver's stream-ordered pool maps memory in larger pieces than cudaMalloc does).
-struct cudamem_pool_over_malloc {
+struct cudamem_pool_over_malloc : cudamem_pool_of<device_malloc_resource> {
   static constexpr const char* name = "cudamem: caching_pool over cudaMalloc";
-  device_malloc_resource upstream;
-  caching_pool<device_malloc_resource> pool{upstream};
-  void* allocate(std::size_t bytes, const bench_stream& s) {
-    return take(pool.allocate(s.ref(), bytes, 256), "caching_pool::allocate");
-  }
-  void deallocate(void* p, std::size_t bytes, const bench_stream& s) { pool.deallocate(s.ref(), p, bytes, 256); }
 };
 #if defined(CUDAMEM_BENCH_RMM)
 struct rmm_pool {
@@ -478,7 +470,7 @@ void pin_worker(int i, int cpu = -1) {
   const auto& cpus = worker_cpus();
   if (cpu >= 0) CPU_SET(cpu, &set);
   else if (cpus.empty())
-    for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) CPU_SET(cpu, &set);  // the kernel keeps the CPUs that exist
+    for (int any = 0; any < CPU_SETSIZE; ++any) CPU_SET(any, &set);  // the kernel keeps the CPUs that exist
   else CPU_SET(cpus[static_cast<std::size_t>(i) % cpus.size()], &set);
   (void)sched_setaffinity(0, sizeof set, &set);
 }
@@ -568,7 +560,7 @@ void allocation_section(const options& opt, std::vector<bench_stream>& streams) 
   // Then every other trace on 8 threads, fewer repeats each (the slowest peers take seconds a block).
   struct threaded {
     const trace* t;
-    int threads, repeats, cpu = -1;  // cpu: the one thread's, where not worker_cpus()'
+    int threads, repeats, cpu = -1;  // cpu: where the one thread runs (-1: on worker_cpus())
   };
   std::vector<threaded> runs{{&uniform, 1, trace_repeats}, {&uniform, 8, trace_repeats}};
   for (const trace& t : traces)
