@@ -266,7 +266,8 @@ std::vector<trace> make_traces() {
 
 // Runs `t` once on `s`: ns per allocation (allocate + its free); the stream is drained afterwards, untimed.
 template <class A>
-double run_trace(A& a, const trace& t, const bench_stream& s, std::vector<std::pair<void*, std::size_t>>& live) {
+double run_trace(A& a, const trace& t, const bench_stream& s, std::vector<std::pair<void*, std::size_t>>& live,
+                 bool drain) {
   live.clear();
   const auto start = wall_clock::now();
   for (const op& o : t.ops) {
@@ -280,7 +281,7 @@ double run_trace(A& a, const trace& t, const bench_stream& s, std::vector<std::p
     }
   }
   const auto stop = wall_clock::now();
-  check(cudaStreamSynchronize(s.raw()), "cudaStreamSynchronize");
+  if (drain) check(cudaStreamSynchronize(s.raw()), "cudaStreamSynchronize");
   return seconds_between(start, stop) * 1e9 / static_cast<double>(t.allocations);
 }
 
@@ -355,7 +356,9 @@ void interleave(const std::string& section, const std::string& measurement, cons
 struct allocator_entry {
   std::string name;
   bool peer;  // a library other than cudamem, not the raw runtime
-  std::function<double(const trace&, const bench_stream&)> run;  // a block on one stream
+  // A pass of a trace on one stream: ns per pair, the work it queued drained after the clock stopped, else (false) left
+  // to the caller.
+  std::function<double(const trace&, const bench_stream&, bool drain)> run;
   std::function<std::pair<std::size_t, std::size_t>(const trace&, const bench_stream&)> memory;  // end, peak
 };
 
@@ -372,10 +375,10 @@ allocator_entry entry_for(bool peer) {
   allocator_entry e;
   e.name = A::name;
   e.peer = peer;
-  e.run = [instance](const trace& t, const bench_stream& s) {
+  e.run = [instance](const trace& t, const bench_stream& s, bool drain) {
     thread_local std::vector<std::pair<void*, std::size_t>> live;  // each thread its own list of live blocks
     live.reserve(4096);
-    return run_trace(*instance, t, s, live);
+    return run_trace(*instance, t, s, live, drain);
   };
   e.memory = [](const trace& t, const bench_stream& s) {
     release_process_caches();
@@ -476,13 +479,14 @@ void pin_worker(int i, int cpu = -1) {
 }
 
 // Pairs per second of `threads` threads, each running `t` `repeats` times on its own stream, timed from a common
-// start (repeated so that starting the threads, about as long as one pass of a fast allocator, is not what is timed).
+// start (repeated so that starting the threads, about as long as one pass of a fast allocator, is not what is timed) to
+// the end of the last. Each thread drains its stream once, after its last pass: the work an allocator queued counts,
+// and a synchronization after every pass, a driver call on every thread at once, is not timed with the allocator.
 constexpr int trace_repeats = 50;
 double throughput(allocator_entry& a, const trace& t, std::vector<bench_stream>& streams, int threads, int repeats,
                   int cpu = -1) {
   std::atomic<int> ready{0};
   std::atomic<bool> go{false};
-  std::vector<double> ns(static_cast<std::size_t>(threads));
   std::vector<std::thread> workers;
   wall_clock::time_point start;
   for (int i = 0; i < threads; ++i)
@@ -491,7 +495,9 @@ double throughput(allocator_entry& a, const trace& t, std::vector<bench_stream>&
       check(cudaSetDevice(0), "cudaSetDevice");
       ready.fetch_add(1);
       while (!go.load(std::memory_order_acquire)) {}
-      for (int r = 0; r < repeats; ++r) ns[static_cast<std::size_t>(i)] += a.run(t, streams[std::size_t(i)]);
+      const bench_stream& s = streams[std::size_t(i)];
+      for (int r = 0; r < repeats; ++r) (void)a.run(t, s, false);
+      check(cudaStreamSynchronize(s.raw()), "cudaStreamSynchronize");
     });
   while (ready.load() < threads) {}
   start = wall_clock::now();
@@ -504,7 +510,7 @@ double throughput(allocator_entry& a, const trace& t, std::vector<bench_stream>&
 // The two capture-status queries the caching pool makes per allocate + free pair (the allocation's and the free's),
 // alone, once per allocation of `t` on `s`: ns per pair. Every peer skips them: none refuses a capturing stream.
 constexpr const char* capture_queries_name = "of cudamem's pair: 2 capture queries";
-double capture_queries(const trace& t, const bench_stream& s) {
+double capture_queries(const trace& t, const bench_stream& s, bool) {
   cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
   const auto start = wall_clock::now();
   for (std::size_t i = 0; i < t.allocations; ++i) {
@@ -514,11 +520,29 @@ double capture_queries(const trace& t, const bench_stream& s) {
   return seconds_between(start, wall_clock::now()) * 1e9 / static_cast<double>(t.allocations);
 }
 
+// The two lock acquisitions the caching pool makes per pair (the allocation's and the free's, each an atomic exchange
+// and a store), alone, on a lock of the thread's own: what thread safety costs the pair on this host, and how it
+// scales.
+constexpr const char* lock_pairs_name = "of cudamem's pair: its 2 lock acquisitions";
+double lock_pairs(const trace& t, const bench_stream&, bool) {
+  struct alignas(detail::false_sharing_bytes) own_lock {
+    detail::spin_lock lock;
+  };
+  thread_local own_lock mine;
+  const auto start = wall_clock::now();
+  for (std::size_t i = 0; i < 2 * t.allocations; ++i) {
+    mine.lock.lock();
+    asm volatile("" ::: "memory");
+    mine.lock.unlock();
+  }
+  return seconds_between(start, wall_clock::now()) * 1e9 / static_cast<double>(t.allocations);
+}
+
 // The host's own scaling, for the threaded rows: a fixed amount of arithmetic per allocation of `t` (about as long as
 // the caching pool's pair), touching no memory and calling no CUDA. What it loses on 8 threads (shared cores, a lower
 // clock with more cores busy) no allocator can win back.
 constexpr const char* cpu_work_name = "of the host: arithmetic alone (no memory, no CUDA)";
-double cpu_work(const trace& t, const bench_stream&) {
+double cpu_work(const trace& t, const bench_stream&, bool) {
   std::uint64_t x = 0x9E3779B97F4A7C15ull;
   const auto start = wall_clock::now();
   for (std::size_t i = 0; i < t.allocations; ++i)
@@ -539,9 +563,11 @@ void allocation_section(const options& opt, std::vector<bench_stream>& streams) 
     std::vector<std::pair<std::string, std::function<double()>>> entries;
     for (auto& a : list)
       if (a.name != std::string("cudaMalloc") || t.name == "1 MiB pair")  // cudaMalloc: one row, it is slow
-        entries.emplace_back(a.name, [&a, &t, &streams] { return a.run(t, streams[0]); });
-    if (t.name == "1 MiB pair")  // where cudamem's pair goes: the two capture checks it makes and no peer does
-      entries.emplace_back(capture_queries_name, [&t, &streams] { return capture_queries(t, streams[0]); });
+        entries.emplace_back(a.name, [&a, &t, &streams] { return a.run(t, streams[0], true); });
+    if (t.name == "1 MiB pair") {  // where cudamem's pair goes: the two capture checks no peer makes, and its locks
+      entries.emplace_back(capture_queries_name, [&t, &streams] { return capture_queries(t, streams[0], true); });
+      entries.emplace_back(lock_pairs_name, [&t, &streams] { return lock_pairs(t, streams[0], true); });
+    }
     std::printf("alloc: %s, 1 stream\n", t.name.c_str());
     std::fflush(stdout);
     interleave("alloc", t.name + ", 1 stream", "ns/pair", better::lower, 2, blocks, entries);
@@ -550,12 +576,14 @@ void allocation_section(const options& opt, std::vector<bench_stream>& streams) 
   // makes per pair, alone on each thread's stream: how far the driver lets them scale.
   const trace& uniform = traces[1];
   allocator_entry queries{capture_queries_name, false, capture_queries, {}};
+  allocator_entry locks{lock_pairs_name, false, lock_pairs, {}};
   allocator_entry arithmetic{cpu_work_name, false, cpu_work, {}};
   std::vector<allocator_entry*> scaled;
   for (auto& a : list)  // cudaMalloc is slow; over cudaMalloc, the pool is the default one once warm
     if (a.name != std::string("cudaMalloc") && a.name != std::string(cudamem_pool_over_malloc::name))
       scaled.push_back(&a);
   scaled.push_back(&queries);
+  scaled.push_back(&locks);
   scaled.push_back(&arithmetic);
   // Then every other trace on 8 threads, fewer repeats each (the slowest peers take seconds a block).
   struct threaded {
