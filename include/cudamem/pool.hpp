@@ -156,14 +156,12 @@ class caching_pool {
     void* address;
     std::size_t bytes;
   };
-  // Counters wrap: a block freed on another stream counts on both. Two parts, each false_sharing_bytes: the first is
-  // read by every thread's find() and never written; the second is written at each call on the stream.
-  struct alignas(detail::false_sharing_bytes) stream_state {
+  struct alignas(64) stream_state {  // counters wrap: a block freed on another stream counts on both
     stream_state(cudaStream_t h, std::uint64_t i, int d) noexcept : handle(h), id(i), device(d) {}
-    const cudaStream_t handle;
-    const std::uint64_t id;  // cudaStreamGetId's: never repeated in a process, unlike the handle
+    const cudaStream_t handle;  // this cache line is read by every find(): nothing written often
+    const std::uint64_t id;     // cudaStreamGetId's: never repeated in a process, unlike the handle
     const int device;
-    alignas(detail::false_sharing_bytes) mutable detail::spin_lock lock;
+    alignas(64) mutable detail::spin_lock lock;
     bool demanded = false;  // another stream found blocks no event covers: record one at our next call
     bool eager = false;     // in a slot from eager_slots_from: demanded stays set, each free is covered at once
     bool retired = false;   // its stream is gone or its slot was taken: never cached into again
@@ -176,7 +174,6 @@ class caching_pool {
       blocks_in_use += blocks;
     }
   };
-  static_assert(sizeof(stream_state) == 2 * detail::false_sharing_bytes, "the written part fits its pair of lines");
   static void add(caching_statistics& out, const stream_state& st) noexcept {
     const detail::lock_guard<detail::spin_lock> lock(st.lock);
     out.bytes_in_use += st.bytes_in_use;

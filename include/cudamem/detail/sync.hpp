@@ -5,8 +5,6 @@
 // understands the builtins and pthread mutexes as it does std::atomic and std::mutex.
 #pragma once
 
-#include <cstddef>
-
 #include <pthread.h>
 #include <sched.h>
 
@@ -126,10 +124,6 @@ class unique_lock {
   Lock& lock_;
   bool held_ = false;
 };
-
-/// Apart by this many bytes, data written by different threads share no cache line, nor a pair of lines: x86's L2
-/// prefetcher fetches 128-byte aligned pairs, so a line read by every thread beside one written by one bounces too.
-inline constexpr std::size_t false_sharing_bytes = 128;
 
 /// A test-and-test-and-set lock: uncontended, one atomic exchange (a third of a mutex's cost); a waiter yields.
 class spin_lock {
