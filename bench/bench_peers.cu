@@ -32,6 +32,10 @@
 #include <thrust/copy.h>
 #include <thrust/device_vector.h>
 #include <thrust/fill.h>
+#include <thrust/mr/allocator.h>
+#include <thrust/mr/device_memory_resource.h>
+#include <thrust/mr/disjoint_pool.h>
+#include <thrust/mr/new.h>
 
 #if defined(CUDAMEM_BENCH_RMM)
 #include <rmm/device_buffer.hpp>
@@ -688,6 +692,18 @@ void buffer_section(const options& opt, std::vector<bench_stream>& streams) {
 #endif
   entries.emplace_back("thrust::device_vector (value-initialised)",
                        [&] { return timed(s, [&] { thrust::device_vector<unsigned char> v(bytes); }); });
+  // Thrust's own pool (cudaMalloc memory kept in a free list) under the same device_vector: what a Thrust user writes
+  // to take the allocation out of the loop. The vector still value-initialises its bytes, on the default stream.
+  using thrust_pool = thrust::mr::disjoint_unsynchronized_pool_resource<thrust::device_memory_resource,
+                                                                        thrust::mr::new_delete_resource>;
+  thrust_pool pooled_thrust(thrust::mr::get_global_resource<thrust::device_memory_resource>(),
+                            thrust::mr::get_global_resource<thrust::mr::new_delete_resource>());
+  using thrust_pooled_allocator = thrust::mr::allocator<unsigned char, thrust_pool>;
+  entries.emplace_back("thrust::device_vector (value-initialised, Thrust's pool)", [&] {
+    return timed(s, [&] {
+      thrust::device_vector<unsigned char, thrust_pooled_allocator> v(bytes, thrust_pooled_allocator(&pooled_thrust));
+    });
+  });
   interleave("buffer", "1 MiB create + destroy", "ns/buffer", better::lower, 2, std::max(15, opt.batches / 7), entries);
 }
 
@@ -697,7 +713,18 @@ void buffer_section(const options& opt, std::vector<bench_stream>& streams) {
 struct transfer_method {
   std::string name;
   std::function<void(cudaStream_t, std::byte*, const std::byte*, std::size_t)> run;  // fill: src unused
+  // Copies into a new buffer only: allocates bytes from the resource `run` draws on and frees them again, returning
+  // their address. The capture check asks with it whether the resource hands the captured graph's memory to the next
+  // caller once the capture has ended.
+  std::function<void*(cudaStream_t, std::size_t)> probe = {};
 };
+
+// Copies into a new buffer (RMM's device_buffer copy: allocate, copy, free when the buffer goes), the same work in
+// every row. run(stream, d, src, n) allocates n bytes, copies src into them, copies them on into d when d is not null
+// (the capture check reads d back) and frees them; the block's address is left in fresh_block.
+void* fresh_block = nullptr;
+constexpr const char* fresh_raw_name = "cudaMallocAsync + cudaMemcpyAsync + cudaFreeAsync";
+constexpr const char* fresh_cudamem_name = "cudamem device_buffer + copy (caching_pool)";
 
 void copy_section(const options& opt, std::vector<bench_stream>& streams) {
   const bench_stream& s = streams[0];
@@ -751,18 +778,80 @@ void copy_section(const options& opt, std::vector<bench_stream>& streams) {
                      thrust::fill(thrust::cuda::par_nosync.on(st), out, out + n, static_cast<unsigned char>(0x5a));
                    }});
 
+  std::vector<transfer_method> fresh;
+  device_pool_resource default_pool;
+  caching_pool<device_pool_resource> pool(default_pool);
+  fresh.push_back({fresh_raw_name,
+                   [](cudaStream_t st, std::byte* d, const std::byte* x, std::size_t n) {
+                     void* b = nullptr;
+                     check(cudaMallocAsync(&b, n, st), "cudaMallocAsync");
+                     fresh_block = b;
+                     check(cudaMemcpyAsync(b, x, n, cudaMemcpyDeviceToDevice, st), "cudaMemcpyAsync");
+                     if (d != nullptr) check(cudaMemcpyAsync(d, b, n, cudaMemcpyDeviceToDevice, st), "cudaMemcpyAsync");
+                     check(cudaFreeAsync(b, st), "cudaFreeAsync");
+                   },
+                   [](cudaStream_t st, std::size_t n) {
+                     void* b = nullptr;
+                     check(cudaMallocAsync(&b, n, st), "cudaMallocAsync");
+                     check(cudaFreeAsync(b, st), "cudaFreeAsync");
+                     return b;
+                   }});
+  // cudamem's buffer on a resource: the caching pool, and the default memory pool (cudaMallocAsync).
+  auto cudamem_fresh = [&](auto& resource) {
+    return [&resource, &view, &cview, sref](cudaStream_t, std::byte* d, const std::byte* x, std::size_t n) {
+      auto b = take(device_buffer<std::byte>::allocate(n, sref, resource), "device_buffer::allocate");
+      fresh_block = b.view().data().get();
+      check(copy(b, cview(x, n), sref), "copy");
+      if (d != nullptr) check(copy(view(d, n), b, sref), "copy");
+    };
+  };
+  auto cudamem_probe = [&](auto& resource) {
+    return [&resource, sref](cudaStream_t, std::size_t n) -> void* {
+      auto b = take(device_buffer<std::byte>::allocate(n, sref, resource), "device_buffer::allocate");
+      return b.view().data().get();
+    };
+  };
+  fresh.push_back({fresh_cudamem_name, cudamem_fresh(pool), cudamem_probe(pool)});
+  fresh.push_back(
+      {"cudamem device_buffer + copy (default pool)", cudamem_fresh(default_pool), cudamem_probe(default_pool)});
+#if defined(CUDAMEM_BENCH_RMM)
+  rmm::mr::cuda_async_memory_resource rmm_async_mr{std::nullopt, std::numeric_limits<std::size_t>::max()};
+  rmm::mr::cuda_memory_resource rmm_cuda_mr;
+  rmm::mr::pool_memory_resource rmm_pool_mr{rmm_cuda_mr, 0};
+  auto rmm_fresh = [](auto& mr) {
+    return [&mr](cudaStream_t st, std::byte* d, const std::byte* x, std::size_t n) {
+      rmm::device_buffer b(x, n, cuda::stream_ref{st}, mr);
+      fresh_block = b.data();
+      if (d != nullptr) check(cudaMemcpyAsync(d, b.data(), n, cudaMemcpyDeviceToDevice, st), "cudaMemcpyAsync");
+    };
+  };
+  auto rmm_probe = [](auto& mr) {
+    return [&mr](cudaStream_t st, std::size_t n) -> void* {
+      rmm::device_buffer b(n, cuda::stream_ref{st}, mr);
+      return b.data();
+    };
+  };
+  fresh.push_back({"RMM device_buffer copy (pool)", rmm_fresh(rmm_pool_mr), rmm_probe(rmm_pool_mr)});
+  fresh.push_back({"RMM device_buffer copy (cuda_async)", rmm_fresh(rmm_async_mr), rmm_probe(rmm_async_mr)});
+#endif
+  // What each group's rows are called: "4 B <what>, host cost", "<what> 1 GiB, bandwidth", "capture: <what> 1 MiB".
+  auto group_name = [&](const std::vector<transfer_method>* group) {
+    return group == &copies ? "copy" : group == &fills ? "fill" : "copy into a new buffer";
+  };
+
   std::byte* const d = dst.view().data().get();
   const std::byte* const x = src.view().data().get();
   // Host cost: a batch of opt.calls 4-byte operations behind a kernel that holds the stream (harness.hpp's method).
   const unsigned long long hold_ns = 1'000'000ull + 20'000ull * static_cast<unsigned long long>(opt.calls);
-  for (auto* group : {&copies, &fills}) {
+  for (auto* group : {&copies, &fills, &fresh}) {
     std::vector<std::pair<std::string, std::function<double()>>> entries;
+    std::byte* const to = group == &fresh ? nullptr : d;  // a new buffer is the copy's destination
     for (auto& m : *group)
-      entries.emplace_back(m.name, [&m, &s, &opt, d, x, hold_ns] {
+      entries.emplace_back(m.name, [&m, &s, &opt, to, x, hold_ns] {
         hold_stream<<<1, 1, 0, s.raw()>>>(hold_ns);
         check(cudaGetLastError(), "hold_stream");
         const auto start = wall_clock::now();
-        for (int i = 0; i < opt.calls; ++i) m.run(s.raw(), d, x, 4);
+        for (int i = 0; i < opt.calls; ++i) m.run(s.raw(), to, x, 4);
         const auto stop = wall_clock::now();
         check(cudaStreamSynchronize(s.raw()), "cudaStreamSynchronize");
         return seconds_between(start, stop) * 1e9 / opt.calls;
@@ -777,59 +866,67 @@ void copy_section(const options& opt, std::vector<bench_stream>& streams) {
         }
         return seconds_between(start, wall_clock::now()) * 1e9 / opt.calls;
       });
-    interleave("copy", group == &copies ? "4 B copy, host cost" : "4 B fill, host cost", "ns/call", better::lower,
-               opt.warmups, std::max(15, opt.batches / 3), entries);
+    interleave("copy", std::string("4 B ") + group_name(group) + ", host cost", "ns/call", better::lower, opt.warmups,
+               std::max(15, opt.batches / 3), entries);
   }
   // Bandwidth, CUDA events around one operation of `bytes`.
   cudaEvent_t start = nullptr, stop = nullptr;
   check(cudaEventCreate(&start), "cudaEventCreate");
   check(cudaEventCreate(&stop), "cudaEventCreate");
-  for (auto* group : {&copies, &fills}) {
+  for (auto* group : {&copies, &fills, &fresh}) {
     std::vector<std::pair<std::string, std::function<double()>>> entries;
-    const bool is_copy = group == &copies;
+    std::byte* const to = group == &fresh ? nullptr : d;
     for (auto& m : *group)
-      entries.emplace_back(m.name, [&m, &s, d, x, bytes, start, stop, is_copy] {
+      entries.emplace_back(m.name, [&m, &s, to, x, bytes, start, stop] {
         check(cudaEventRecord(start, s.raw()), "cudaEventRecord");
-        m.run(s.raw(), d, x, bytes);
+        m.run(s.raw(), to, x, bytes);
         check(cudaEventRecord(stop, s.raw()), "cudaEventRecord");
         check(cudaEventSynchronize(stop), "cudaEventSynchronize");
         float ms = 0;
         check(cudaEventElapsedTime(&ms, start, stop), "cudaEventElapsedTime");
         // A copy reads and writes every byte; report the bytes moved once, as the raw call's figure is usually given.
-        (void)is_copy;
         return static_cast<double>(bytes) / (ms * 1e-3) / 1e9;
       });
-    interleave("copy", (is_copy ? "copy " : "fill ") + size_text(bytes) + ", bandwidth", "GB/s", better::higher,
+    interleave("copy", std::string(group_name(group)) + " " + size_text(bytes) + ", bandwidth", "GB/s", better::higher,
                opt.warmups, opt.reps, entries);
   }
   check(cudaEventDestroy(start), "cudaEventDestroy");
   check(cudaEventDestroy(stop), "cudaEventDestroy");
 
   // Graph capture: the operation captured on a created stream, the graph launched twice; the data read back must be
-  // what the operation writes. 1 MiB, a pattern for copies, 0x5a for fills.
+  // what the operation writes. 1 MiB, a pattern for copies, 0x5a for fills. A copy into a new buffer allocates and
+  // frees inside the capture; between the capture and the replay the same resource is asked for as many bytes again:
+  // a resource that hands out the block the graph writes has given the graph's memory to someone else.
   constexpr std::size_t captured = std::size_t{1} << 20;
   std::vector<std::byte> want(captured), got(captured);
   check(cudaMemcpy(want.data(), x, captured, cudaMemcpyDeviceToHost), "cudaMemcpy");
-  for (auto* group : {&copies, &fills}) {
-    const bool is_copy = group == &copies;
+  for (auto* group : {&copies, &fills, &fresh}) {
+    const bool is_fill = group == &fills;
     for (auto& m : *group) {
       std::string verdict;
       check(cudaMemset(d, 0, captured), "cudaMemset");
       cudaGraph_t graph = nullptr;
       cudaGraphExec_t exec = nullptr;
+      fresh_block = nullptr;
       cudaError_t code = cudaStreamBeginCapture(s.raw(), cudaStreamCaptureModeGlobal);
-      bool threw = false;
+      bool failed = false;
       if (code == cudaSuccess) {
+        fail_throws = true;  // an error returned on the capturing stream is the verdict, not the end of the program
         try {
           m.run(s.raw(), d, x, captured);
+        } catch (const bench_failure& e) {
+          failed = true;
+          verdict = std::string("returned an error: ") + e.what();
         } catch (const std::exception& e) {
-          threw = true;
+          failed = true;
           verdict = std::string("threw: ") + e.what();
         }
+        fail_throws = false;
         code = cudaStreamEndCapture(s.raw(), &graph);
       }
-      if (!threw && code != cudaSuccess) verdict = std::string("capture failed: ") + cudaGetErrorName(code);
-      if (!threw && code == cudaSuccess) {
+      if (!failed && code != cudaSuccess) verdict = std::string("capture failed: ") + cudaGetErrorName(code);
+      if (!failed && code == cudaSuccess) {
+        const bool handed_out = m.probe && fresh_block != nullptr && m.probe(s.raw(), captured) == fresh_block;
         code = cudaGraphInstantiate(&exec, graph, 0);
         if (code == cudaSuccess) code = cudaGraphLaunch(exec, s.raw());
         if (code == cudaSuccess) code = cudaGraphLaunch(exec, s.raw());
@@ -839,15 +936,18 @@ void copy_section(const options& opt, std::vector<bench_stream>& streams) {
         } else {
           check(cudaMemcpy(got.data(), d, captured, cudaMemcpyDeviceToHost), "cudaMemcpy");
           bool right = true;
-          for (std::size_t i = 0; i < captured && right; ++i) right = got[i] == (is_copy ? want[i] : std::byte{0x5a});
-          verdict = right ? "replays correctly" : "replay wrote wrong data";
+          for (std::size_t i = 0; i < captured && right; ++i) right = got[i] == (is_fill ? std::byte{0x5a} : want[i]);
+          verdict = !right       ? "replay wrote wrong data"
+                    : handed_out ? "replays the data, but after the capture the resource handed out the graph's block"
+                                 : "replays correctly";
         }
       }
       (void)cudaGetLastError();
       if (exec != nullptr) check(cudaGraphExecDestroy(exec), "cudaGraphExecDestroy");
       if (graph != nullptr) check(cudaGraphDestroy(graph), "cudaGraphDestroy");
-      std::printf("capture: %-12s %-28s %s\n", is_copy ? "copy 1 MiB" : "fill 1 MiB", m.name.c_str(), verdict.c_str());
-      captures.emplace_back(std::string(is_copy ? "copy" : "fill") + " | " + m.name, verdict);
+      const std::string what = group_name(group);
+      std::printf("capture: %-26s %-44s %s\n", (what + " 1 MiB").c_str(), m.name.c_str(), verdict.c_str());
+      captures.emplace_back(what + " | " + m.name, verdict);
     }
   }
 }
@@ -936,22 +1036,33 @@ void evaluate_targets() {
     if (mine != nullptr && least && *least > 0)
       targets.push_back({m + " (cudamem / least of the peers)", mine->value.median / *least, 1.1, false});
   }
-  for (const char* m : {"4 B copy, host cost", "4 B fill, host cost"}) {
-    const bool is_copy = std::string(m).find("copy") != std::string::npos;
-    const result_row* mine = find_row(m, is_copy ? "cudamem copy" : "cudamem fill_bytes");
-    const result_row* raw = find_row(m, is_copy ? "cudaMemcpyAsync" : "cudaMemsetAsync");
+  // Host cost <= 1.03x raw and <= every other library's (cudamem's own variants and context rows aside).
+  struct transfer_target {
+    const char* measurement;
+    const char* ours;
+    const char* raw;
+  };
+  for (const transfer_target& t :
+       {transfer_target{"4 B copy, host cost", "cudamem copy", "cudaMemcpyAsync"},
+        transfer_target{"4 B fill, host cost", "cudamem fill_bytes", "cudaMemsetAsync"},
+        transfer_target{"4 B copy into a new buffer, host cost", fresh_cudamem_name, fresh_raw_name}}) {
+    const std::string m = t.measurement;
+    const result_row* mine = find_row(m, t.ours);
+    const result_row* raw = find_row(m, t.raw);
     if (mine == nullptr || raw == nullptr) continue;
-    targets.push_back({std::string(m) + " (cudamem / raw)", mine->value.median / raw->value.median, 1.03, false});
+    targets.push_back({m + " (cudamem / raw)", mine->value.median / raw->value.median, 1.03, false});
     for (const auto& r : results)
-      if (r.measurement == m && r.library != mine->library && r.library != raw->library &&
-          r.library.rfind("of ", 0) != 0)
-        targets.push_back(
-            {std::string(m) + " (cudamem / " + r.library + ")", mine->value.median / r.value.median, 1.0, false});
+      if (r.measurement == m && r.library != raw->library && r.library.rfind("of ", 0) != 0 &&
+          r.library.rfind("cudamem", 0) != 0)
+        targets.push_back({m + " (cudamem / " + r.library + ")", mine->value.median / r.value.median, 1.0, false});
   }
   for (const auto& r : results)
     if (r.measurement.find("bandwidth") != std::string::npos && r.library.rfind("cudamem", 0) == 0) {
-      const result_row* raw =
-          find_row(r.measurement, r.measurement.rfind("copy", 0) == 0 ? "cudaMemcpyAsync" : "cudaMemsetAsync");
+      const bool fresh = r.measurement.find("new buffer") != std::string::npos;
+      if (fresh && r.library != fresh_cudamem_name) continue;
+      const result_row* raw = find_row(r.measurement, fresh                                 ? fresh_raw_name
+                                                      : r.measurement.rfind("copy", 0) == 0 ? "cudaMemcpyAsync"
+                                                                                            : "cudaMemsetAsync");
       if (raw != nullptr)
         targets.push_back({r.measurement + " (cudamem / raw)", r.value.median / raw->value.median, 0.99, true});
     }

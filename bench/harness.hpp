@@ -16,6 +16,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
@@ -142,7 +143,15 @@ options parse_options(int argc, char** argv) {
 // side compares the cudaError_t, the cudamem side tests the status. The failure path is cold and
 // out of line, so that it costs the timed loops one predictable branch each.
 
+// A failure ends the program, except where a benchmark asks to see it (a graph-capture check reports what each
+// library does on a capturing stream, a refusal included): then it throws a bench_failure.
+struct bench_failure : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+inline bool fail_throws = false;
+
 [[noreturn, gnu::cold, gnu::noinline]] void fail(const char* what, const char* why) {
+  if (fail_throws) throw bench_failure(std::string(what) + ": " + why);
   std::fprintf(stderr, "%s: %s: %s\n", bench_name, what, why);
   std::exit(1);
 }
