@@ -18,10 +18,12 @@
 //             pair, timed alone (also on 8 threads), and the pool without them; arithmetic alone on 1 and 8
 //             threads, the host's own scaling; the trace's own peak of live bytes, the caching pool's peaks in use
 //             (rounded to size classes) and reserved (with cache), and the same pool over cudaMalloc.
-//   buffer    create + destroy of a 1 MiB device buffer on a stream.
-//   copy      host cost of a 4-byte stream-ordered device-to-device copy and fill (ns per call) and bandwidth of a
-//             1 GiB copy and fill (GB/s, CUDA events); whether the copy or fill captured into a CUDA graph
-//             replays with the right data.
+//   buffer    create + destroy of a 1 MiB device buffer on a stream (thrust::device_vector with its default
+//             allocator and on Thrust's pool).
+//   copy      host cost of a 4-byte stream-ordered device-to-device copy, fill and copy into a new buffer
+//             (allocate, copy, free: RMM's device_buffer copy) in ns per call, and bandwidth of each at 1 GiB (GB/s,
+//             CUDA events); whether each captured into a CUDA graph replays with the right data, and, for a copy
+//             into a new buffer, whether the resource hands the graph's block to its next caller.
 // The default memory pool keeps its memory across synchronizations (release threshold raised), the raw calls'
 // best case and what cudamem::set_pool_release_threshold does. Exits 77 without a CUDA device.
 
