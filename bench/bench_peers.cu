@@ -728,6 +728,27 @@ void* fresh_block = nullptr;
 constexpr const char* fresh_raw_name = "cudaMallocAsync + cudaMemcpyAsync + cudaFreeAsync";
 constexpr const char* fresh_cudamem_name = "cudamem device_buffer + copy (caching_pool)";
 
+// Runs `body` with failures thrown rather than ending the program; false, and what went wrong in `verdict`, when it
+// failed: a library's error or exception inside a capture is that library's verdict.
+template <class F>
+bool attempt(std::string& verdict, F&& body) {
+  struct throwing {
+    throwing() { fail_throws = true; }
+    ~throwing() { fail_throws = false; }
+  } scope;
+  try {
+    body();
+    return true;
+  } catch (const bench_failure& e) {
+    verdict = std::string("returned an error: ") + e.what();
+  } catch (const std::exception& e) {
+    verdict = std::string("threw: ") + e.what();
+  } catch (...) {
+    verdict = "threw something other than a std::exception";
+  }
+  return false;
+}
+
 void copy_section(const options& opt, std::vector<bench_stream>& streams) {
   const bench_stream& s = streams[0];
   const std::size_t bytes = opt.bytes;
@@ -899,7 +920,7 @@ void copy_section(const options& opt, std::vector<bench_stream>& streams) {
   // what the operation writes. 1 MiB, a pattern for copies, 0x5a for fills. A copy into a new buffer allocates and
   // frees inside the capture; between the capture and the replay the same resource is asked for as many bytes again:
   // a resource that hands out the block the graph writes has given the graph's memory to someone else.
-  constexpr std::size_t captured = std::size_t{1} << 20;
+  const std::size_t captured = std::min(bytes, std::size_t{1} << 20);
   std::vector<std::byte> want(captured), got(captured);
   check(cudaMemcpy(want.data(), x, captured, cudaMemcpyDeviceToHost), "cudaMemcpy");
   for (auto* group : {&copies, &fills, &fresh}) {
@@ -913,22 +934,20 @@ void copy_section(const options& opt, std::vector<bench_stream>& streams) {
       cudaError_t code = cudaStreamBeginCapture(s.raw(), cudaStreamCaptureModeGlobal);
       bool failed = false;
       if (code == cudaSuccess) {
-        fail_throws = true;  // an error returned on the capturing stream is the verdict, not the end of the program
-        try {
-          m.run(s.raw(), d, x, captured);
-        } catch (const bench_failure& e) {
-          failed = true;
-          verdict = std::string("returned an error: ") + e.what();
-        } catch (const std::exception& e) {
-          failed = true;
-          verdict = std::string("threw: ") + e.what();
-        }
-        fail_throws = false;
+        failed = !attempt(verdict, [&] { m.run(s.raw(), d, x, captured); });
         code = cudaStreamEndCapture(s.raw(), &graph);
       }
       if (!failed && code != cudaSuccess) verdict = std::string("capture failed: ") + cudaGetErrorName(code);
+      // Does the resource give the graph's block (any byte of it) to the next caller? Asked once, for as many bytes on
+      // the same stream: a "no" here is what this resource did this time, not a proof.
+      bool handed_out = false;
+      if (!failed && code == cudaSuccess && m.probe && fresh_block != nullptr)
+        failed = !attempt(verdict, [&] {
+          const auto* mine = static_cast<const std::byte*>(fresh_block);
+          const auto* next = static_cast<const std::byte*>(m.probe(s.raw(), captured));
+          handed_out = next < mine + captured && mine < next + captured;
+        });
       if (!failed && code == cudaSuccess) {
-        const bool handed_out = m.probe && fresh_block != nullptr && m.probe(s.raw(), captured) == fresh_block;
         code = cudaGraphInstantiate(&exec, graph, 0);
         if (code == cudaSuccess) code = cudaGraphLaunch(exec, s.raw());
         if (code == cudaSuccess) code = cudaGraphLaunch(exec, s.raw());
