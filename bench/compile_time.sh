@@ -10,6 +10,9 @@
 #            cudamem_kernels.cu  the same kernels on span and the pitched view, including only the view headers
 #                                (<cudamem/span.hpp> and <cudamem/pitched_span.hpp>, else <cudamem/pitched.hpp>)
 #                                                                                           target: <= 1.1 x raw
+#   sketch   cudamem_program.cu again, against bench/compile_time/sketch/cudamem/cudamem.hpp, which stands in for the
+#            umbrella: the view layer and result<T> as they are, the rest only declared, as a separately compiled
+#            core would leave it. Compared with raw_program.cu; no target (it measures a design, not the library).
 # One untimed warm-up of each file, then $REPS rounds, interleaved (raw, cudamem, raw, cudamem, ...), so that load
 # on the machine falls on both alike. The figure compared is the median CPU time (user + sys) of the whole nvcc
 # process tree (cudafe++, cicc, ptxas, gcc), which a shared, loaded machine disturbs far less than wall time; the
@@ -28,7 +31,7 @@ json_path=""
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --json) [[ $# -ge 2 ]] || usage; json_path="$2"; shift 2 ;;
-    -h|--help) sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) usage ;;
   esac
 done
@@ -51,14 +54,16 @@ trap 'rm -rf "$work"' EXIT
 
 # One compile of $1.cu; prints "cpu wall" in seconds. cpu: user + sys of the children of a subshell that ran only
 # nvcc (bash's `times`; nvcc waits for each of its phases, so their times are included).
+# The sketch row compiles cudamem_program.cu with the sketch's directory first on the include path.
 compile_once() {
-  local name="$1" start stop cpu
+  local name="$1" start stop cpu source="$source_dir/$1.cu" includes=(-I"$include_dir")
+  if [[ $name == sketch_program ]]; then source="$source_dir/cudamem_program.cu"; includes=(-I"$source_dir/sketch" "${includes[@]}"); fi
   start=$(date +%s%N)
   if ! (
-    "$nvcc" "${flags[@]}" -I"$include_dir" "$source_dir/$name.cu" -o "$work/$name.o" > "$work/$name.log" 2>&1 || exit 1
+    "$nvcc" "${flags[@]}" "${includes[@]}" "$source" -o "$work/$name.o" > "$work/$name.log" 2>&1 || exit 1
     times > "$work/$name.times"
   ); then
-    echo "compile_time.sh: $name.cu failed to compile:" >&2
+    echo "compile_time.sh: $name failed to compile:" >&2
     cat "$work/$name.log" >&2
     exit 3
   fi
@@ -75,6 +80,7 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
 pairs=(program kernels)
 files=()
 for pair in "${pairs[@]}"; do files+=("raw_$pair" "cudamem_$pair"); done
+files+=(sketch_program)
 for name in "${files[@]}"; do compile_once "$name" > /dev/null; done  # warm-up: page cache, nvcc's own files
 declare -A cpu_samples wall_samples
 for ((rep = 0; rep < reps; rep++)); do
@@ -95,8 +101,12 @@ done
 
 echo "nvcc compile time: $("$nvcc" --version | tail -n 1)"
 echo "flags: nvcc ${flags[*]}; median of $reps interleaved rounds after 1 warm-up; view header: <$pitched_header>"
-printf '%-20s %10s %10s\n' file "cpu s" "wall s"
-for name in "${files[@]}"; do printf '%-20s %10s %10s\n' "$name.cu" "${cpu[$name]}" "${wall[$name]}"; done
+printf '%-28s %10s %10s\n' file "cpu s" "wall s"
+for name in "${files[@]}"; do
+  label="$name.cu"
+  [[ $name == sketch_program ]] && label="cudamem_program.cu, sketch"
+  printf '%-28s %10s %10s\n' "$label" "${cpu[$name]}" "${wall[$name]}"
+done
 echo
 failed=0
 declare -A cpu_ratio wall_ratio passed
@@ -108,18 +118,22 @@ for pair in "${pairs[@]}"; do
   [[ ${passed[$pair]} == true ]] || { verdict=FAIL; failed=1; }
   echo "compile-time $pair cudamem/raw ratio ${cpu_ratio[$pair]} CPU (target <= ${target[$pair]}), wall ${wall_ratio[$pair]}: $verdict"
 done
+sketch_ratio=$(ratio "${cpu[sketch_program]}" "${cpu[raw_program]}")
+sketch_wall_ratio=$(ratio "${wall[sketch_program]}" "${wall[raw_program]}")
+echo "compile-time sketch (the program against a declared-only core) /raw ratio $sketch_ratio CPU, wall $sketch_wall_ratio: no target"
 
 if [[ -n "$json_path" ]]; then
   {
     echo "["
-    sep=","
     for pair in "${pairs[@]}"; do
-      [[ $pair == "${pairs[-1]}" ]] && sep=""
       printf '  {"name": "compile time: %s, cudamem vs cuda_runtime.h", "unit": "s (CPU)", "raw": %s, "cudamem": %s, "ratio": %s, "raw_wall": %s, "cudamem_wall": %s, "wall_ratio": %s, "better": "lower", "target": %s, "pass": %s, "arch": "%s", "reps": %s, "flags": "%s", "view_header": "%s"}%s\n' \
         "$pair" "${cpu[raw_$pair]}" "${cpu[cudamem_$pair]}" "${cpu_ratio[$pair]}" "${wall[raw_$pair]}" \
         "${wall[cudamem_$pair]}" "${wall_ratio[$pair]}" "${target[$pair]}" "${passed[$pair]}" "$arch" "$reps" \
-        "nvcc ${flags[*]}" "$pitched_header" "$sep"
+        "nvcc ${flags[*]}" "$pitched_header" ","
     done
+    printf '  {"name": "compile time: program against a declared-only core (sketch), vs cuda_runtime.h", "unit": "s (CPU)", "raw": %s, "cudamem": %s, "ratio": %s, "raw_wall": %s, "cudamem_wall": %s, "wall_ratio": %s, "better": "lower", "target": null, "pass": null, "arch": "%s", "reps": %s, "flags": "%s"}\n' \
+      "${cpu[raw_program]}" "${cpu[sketch_program]}" "$sketch_ratio" "${wall[raw_program]}" "${wall[sketch_program]}" \
+      "$sketch_wall_ratio" "$arch" "$reps" "nvcc ${flags[*]}"
     echo "]"
   } > "$json_path"
   echo "wrote $json_path"
