@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # compile_time.sh: what using cudamem costs nvcc, against the same code written on the CUDA runtime alone.
-# Two pairs of translation units (bench/compile_time/*.cu), each compiled as a user would:
+# Two pairs of translation units (bench/compile_time/*.cu) and a context row, each compiled as a user would:
 #   nvcc -std=c++20 -arch=$NVCC_ARCH -O2 -c FILE
 #   program  raw_program.cu      <cuda_runtime.h>: cudaMallocAsync, cudaMemcpyAsync, cudaMemsetAsync, a fill kernel,
 #                                a kernel on a pitched pointer, a hand-written free list
@@ -22,7 +22,8 @@
 # env:   NVCC (default: nvcc on PATH, else /usr/local/cuda/bin/nvcc), NVCC_ARCH (default sm_90), REPS (default 5),
 #        PROGRAM_TARGET (default 1.5), KERNELS_TARGET (default 1.1)
 # Needs no GPU. Exit status: 0 when every target is met; 1 when one is missed (FAIL in the output, "pass": false in
-# the JSON); 2 on a usage error; 3 when nvcc is missing or a file fails to compile.
+# the JSON); 2 on a usage error; 3 when nvcc is missing or a file fails to compile (the sketch too: it uses a few
+# internals, detail::bytes_of and error's constructors, which a refactor must keep it compiling against).
 set -euo pipefail
 
 usage() { echo "usage: $0 [--json FILE]" >&2; exit 2; }
@@ -31,7 +32,7 @@ json_path=""
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --json) [[ $# -ge 2 ]] || usage; json_path="$2"; shift 2 ;;
-    -h|--help) sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) usage ;;
   esac
 done

@@ -1,11 +1,13 @@
 // SPDX-License-Identifier: MIT
-// compile_time.sh, "sketch" row: what a user's translation unit would compile if cudamem had a separately compiled
-// core. It stands in for <cudamem/cudamem.hpp> when bench/compile_time/sketch comes first on the include path, so that
-// cudamem_program.cu compiles unchanged against it. It keeps what must stay in a header in any design (the view layer,
-// result<T> and error, the kinds, the typed fill's kernel template, the checks that need the element type) and only
-// declares the rest: streams, resources, the caching pool's core, allocation, the copy engine. Nothing here is
-// defined; the file is compiled, never linked or run. It measures a design the library does not have (see "Compile
-// time" in docs/performance.md); it is not an API.
+// compile_time.sh, "sketch" row: roughly what a user's translation unit would compile if cudamem had a separately
+// compiled core. It stands in for <cudamem/cudamem.hpp> when bench/compile_time/sketch comes first on the include path,
+// so that cudamem_program.cu compiles unchanged against it. It keeps the real view layer, result<T> and error and the
+// kinds, writes small versions of the buffers, copy and fill with only what that program calls (a typed fill's kernel
+// template, size and alignment checks), and only declares the core: streams, resources, the caching pool's core,
+// allocation, the copy engine, which are defined nowhere; the file is compiled, never linked or run. It is a lower
+// bound: the real headers' compile-time checks and the rest of the umbrella are left out. device_id(0) in the
+// conversions and stream_ref's unused members are placeholders. It measures a design the library does not have (see
+// "Compile time" in docs/performance.md); it is not an API.
 #pragma once
 
 #include <cudamem/detail/arith.hpp>
