@@ -53,12 +53,15 @@ else pitched_header="cudamem/pitched.hpp"; fi  # cudamem_kernels.cu picks it wit
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 
-# One compile of $1.cu; prints "cpu wall" in seconds. cpu: user + sys of the children of a subshell that ran only
+# One compile of $1.cu (the sketch row: see below); prints "cpu wall" in seconds. cpu: user + sys of the children of a subshell that ran only
 # nvcc (bash's `times`; nvcc waits for each of its phases, so their times are included).
 # The sketch row compiles cudamem_program.cu with the sketch's directory first on the include path.
 compile_once() {
   local name="$1" start stop cpu source="$source_dir/$1.cu" includes=(-I"$include_dir")
-  if [[ $name == sketch_program ]]; then source="$source_dir/cudamem_program.cu"; includes=(-I"$source_dir/sketch" "${includes[@]}"); fi
+  if [[ $name == sketch_program ]]; then
+    source="$source_dir/cudamem_program.cu"
+    includes=(-I"$source_dir/sketch" "${includes[@]}")
+  fi
   start=$(date +%s%N)
   if ! (
     "$nvcc" "${flags[@]}" "${includes[@]}" "$source" -o "$work/$name.o" > "$work/$name.log" 2>&1 || exit 1
